@@ -1,0 +1,21 @@
+"""spark-submit entry; takes the same arguments as `offsetlake rebuild`.
+
+    spark-submit jobs/__main__.py --source parquet:/dumps/offsets --output /lake/offsets
+    python -m jobs --source parquet:/dumps/offsets --output /lake/offsets
+
+On a cluster, ship the two packages to the executors, e.g. `--py-files offsetlake.zip` built from
+`offsets_codec/` and `jobs/`, and keep schemas/ and conf/ beside jobs/ on the driver.
+"""
+import sys
+from pathlib import Path
+
+if not __package__:
+    # Run as a script (spark-submit): Python put jobs/ itself first on sys.path, where its modules could
+    # shadow other top-level names; the repository root is what makes `jobs` and `offsets_codec` importable.
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from jobs.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.argv[1:1] = ["rebuild"]
+    main()

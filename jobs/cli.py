@@ -1,0 +1,206 @@
+"""The `offsetlake` command line: thin click commands over jobs.pipeline and friends.
+
+Contract: bad arguments or unreadable input print one line on stderr and exit with status 2; the last
+stdout line of `rebuild` is the JSON run summary.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from jobs.errors import BadInput
+
+log = logging.getLogger("offsetlake")
+EXIT_BAD_INPUT = 2
+EXIT_FAILURE = 1
+
+
+class OneLineGroup(click.Group):
+    """Every error becomes one stderr line: usage errors and BadInput exit 2, anything else exits 1."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - click's entry point
+        debug = "--debug" in sys.argv
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            _fail("aborted", EXIT_FAILURE)
+        except click.UsageError as e:
+            _fail(e.format_message(), EXIT_BAD_INPUT)
+        except BadInput as e:
+            _fail(str(e), EXIT_BAD_INPUT)
+        except click.ClickException as e:
+            _fail(e.format_message(), e.exit_code)
+        except Exception as e:  # an internal failure: still one line, the traceback only on request
+            if debug:
+                raise
+            first = (str(e).strip().splitlines() or [""])[0][:500]
+            _fail(f"{type(e).__name__}: {first} (run with --debug for the traceback)", EXIT_FAILURE)
+
+
+def _fail(message: str, status: int) -> None:
+    click.echo(f"offsetlake: error: {message}", err=True)
+    sys.exit(status)
+
+
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option("--quiet", "-q", is_flag=True, help="Only warnings on stderr (no progress).")
+def cli(debug: bool, quiet: bool) -> None:
+    """Rebuild Kafka consumer-group state from __consumer_offsets into Delta tables."""
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="offsetlake: %(message)s",
+                        stream=sys.stderr)
+
+
+def rebuild_options(fn: Callable) -> Callable:
+    """The options of `rebuild`, shared with the spark-submit entry (jobs/__main__.py)."""
+    for option in reversed([
+        click.option("--source", required=True, metavar="SOURCE",
+                     help="parquet:PATH, segments:DIR or kafka:HOST:PORT[,HOST:PORT...]"),
+        click.option("--output", required=True, type=click.Path(file_okay=False), metavar="DIR",
+                     help="Folder for the Delta tables (DIR/<table>)."),
+        click.option("--as-of", metavar="TIME", help="ISO-8601 or epoch ms. Default: newest record timestamp."),
+        click.option("--retention-minutes", type=click.IntRange(min=1), metavar="N",
+                     help="offsets.retention.minutes (default from conf/offsetlake.toml: 10080)."),
+        click.option("--end-offsets", metavar="PATH", help="Topic end offsets for consumer_lag: "
+                     "kafka-get-offsets.sh text (topic:partition:offset), CSV or Parquet."),
+        click.option("--topic-ids", metavar="PATH", help="topic_id,topic CSV (base64url ids)."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def run_rebuild(**options: Any) -> dict[str, Any]:
+    """Parse options into a RebuildConfig and run the pipeline; returns the run summary."""
+    from jobs.config import RebuildConfig
+    from jobs.pipeline import run
+    from jobs.session import get_spark
+
+    cfg = RebuildConfig.build(**options)
+    return run(get_spark(), cfg)
+
+
+@cli.command()
+@rebuild_options
+def rebuild(**options: Any) -> None:
+    """Rebuild every table from SOURCE as of a moment.
+
+    Example: offsetlake rebuild --source parquet:dump/ --output tables/ --as-of 2026-11-21T08:00:00Z
+    """
+    click.echo(json.dumps(run_rebuild(**options)))
+
+
+@cli.command()
+@click.option("--source", required=True, metavar="SOURCE", help="parquet:PATH (a dump).")
+@click.option("--limit", type=click.IntRange(min=0), help="Stop after N records.")
+def decode(source: str, limit: int | None) -> None:
+    """Print each record as Kafka's console formatters do (one JSON object per line).
+
+    Undecodable records print {"partition":..,"offset":..,"error":..} with the raw bytes in Base64.
+    Example: offsetlake decode --source parquet:dump/ --limit 20
+    """
+    from jobs.views import decode_lines
+
+    for line in decode_lines(source, limit):
+        click.echo(line)
+
+
+@cli.command()
+@click.option("--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Tables of a rebuild.")
+@click.option("--group", "group_id", required=True, metavar="G", help="Group id.")
+@click.option("--members", "view", flag_value="members", help="Members view.")
+@click.option("--state", "view", flag_value="state", help="State view.")
+@click.option("--verbose", is_flag=True, help="Extra columns, as kafka-consumer-groups.sh --verbose.")
+def describe(output: str, group_id: str, view: str | None, verbose: bool) -> None:
+    """Print a group like `kafka-consumer-groups.sh --describe` (offsets, --members or --state).
+
+    Example: offsetlake describe --output tables/ --group my-group --members
+    """
+    from jobs.describe import describe_group
+
+    out, err = describe_group(Path(output), group_id, view or "offsets", verbose)
+    if err:
+        click.echo(err, err=True, nl=False)
+    click.echo(out, nl=False)
+
+
+@cli.command()
+@click.option("--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Tables of a rebuild.")
+@click.option("--rows", type=click.IntRange(min=0), default=5, show_default=True, help="Rows per table.")
+def show(output: str, rows: int) -> None:
+    """Print where each table is, its row count and its first rows.
+
+    Example: offsetlake show --output tables/ --rows 3
+    """
+    from jobs.views import show_tables
+
+    click.echo(show_tables(Path(output), rows), nl=False)
+
+
+@cli.command()
+@click.option("--output", required=True, type=click.Path(), metavar="PATH", help="Parquet dump to write.")
+@click.option("--records", type=click.IntRange(min=1), default=20_000, show_default=True,
+              help="Approximate number of records.")
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--end-offsets", "end_offsets", type=click.Path(), metavar="PATH",
+              help="Also write the topics' end offsets here (kafka-get-offsets.sh text).")
+def sample(output: str, records: int, seed: int, end_offsets: str | None) -> None:
+    """Write a realistic sample dump (many groups, rebalances, Empty/simple/Connect groups, deletions).
+
+    Example: offsetlake sample --output dump/ --records 100000 --end-offsets end-offsets.txt
+    """
+    from jobs.sample import write_sample
+
+    stats = write_sample(Path(output), records, seed, Path(end_offsets) if end_offsets else None)
+    click.echo(json.dumps(stats))
+
+
+@cli.command()
+@click.option("--records", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Records to generate (ignored with --dump).")
+@click.option("--dump", type=click.Path(exists=True), help="Benchmark this dump instead of a generated one.")
+@click.option("--work", type=click.Path(file_okay=False), default="bench-work", show_default=True,
+              help="Scratch folder (dump cache and tables).")
+def bench(records: int, dump: str | None, work: str) -> None:
+    """Time a rebuild against a plain Spark scan of the same dump; prints JSON with their ratio.
+
+    Example: offsetlake bench --records 1000000
+    """
+    from jobs.bench import run_bench
+
+    click.echo(json.dumps(run_bench(records, Path(dump) if dump else None, Path(work))))
+
+
+@cli.command()
+@click.option("--dir", "workdir", type=click.Path(file_okay=False), default="sample", show_default=True,
+              help="Where the sample dump and its tables go.")
+@click.option("--records", type=click.IntRange(min=1), default=20_000, show_default=True)
+def demo(workdir: str, records: int) -> None:
+    """Generate a sample dump, rebuild it, and show the tables (the README's first command)."""
+    from jobs.views import show_tables
+    from jobs.sample import write_sample
+
+    base = Path(workdir)
+    dump, ends, tables = base / "dump", base / "end-offsets.txt", base / "tables"
+    stats = write_sample(dump, records, seed=7, end_offsets=ends)
+    log.info("sample dump: %s (%d records, %d groups)", dump, stats["records"], stats["groups"])
+    summary = run_rebuild(source=f"parquet:{dump}", output=str(tables), as_of=None, retention_minutes=None,
+                          end_offsets=str(ends), topic_ids=None)
+    click.echo(show_tables(tables, 3), nl=False)
+    log.info("next: offsetlake describe --output %s --group %s --members", tables, stats["example_group"])
+    click.echo(json.dumps(summary))
+
+
+def main() -> None:
+    """Console-script entry."""
+    cli(prog_name="offsetlake")
+
+
+if __name__ == "__main__":
+    main()

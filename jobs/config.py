@@ -1,0 +1,105 @@
+"""Run configuration: defaults from conf/offsetlake.toml, overridden by command-line values."""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jobs.errors import BadInput
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONF_FILE = REPO_ROOT / "conf" / "offsetlake.toml"
+SOURCE_KINDS = ("parquet", "segments", "kafka")
+
+
+@lru_cache(maxsize=1)
+def defaults() -> dict[str, Any]:
+    """The parsed conf/offsetlake.toml."""
+    with CONF_FILE.open("rb") as f:
+        return tomllib.load(f)
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """`kind:location`, e.g. parquet:/dumps/offsets or kafka:broker1:9092,broker2:9092."""
+
+    kind: str
+    location: str
+
+    @classmethod
+    def parse(cls, text: str) -> "SourceSpec":
+        kind, sep, location = text.partition(":")
+        if not sep or kind not in SOURCE_KINDS or not location:
+            raise BadInput(
+                f"--source {text!r}: expected parquet:PATH, segments:DIR or kafka:HOST:PORT[,HOST:PORT...]"
+            )
+        return cls(kind, location)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.location}"
+
+
+def parse_time(text: str) -> datetime:
+    """ISO-8601 (a naive time is taken as UTC) or epoch milliseconds -> aware UTC datetime."""
+    text = text.strip()
+    if re.fullmatch(r"-?\d+", text):
+        try:
+            return datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise BadInput(f"--as-of {text!r}: epoch milliseconds out of range") from None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise BadInput(
+            f"--as-of {text!r}: expected ISO-8601 (2026-11-21T08:00:00Z) or epoch milliseconds"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class RebuildConfig:
+    """Everything one rebuild needs; built by the CLI, consumed by pipeline.run."""
+
+    source: SourceSpec
+    output: Path
+    as_of: datetime | None = None  # None: the newest record timestamp in the input
+    retention_minutes: int = 10080
+    end_offsets: str | None = None
+    topic_ids: Path | None = None
+
+    @property
+    def retention_ms(self) -> int:
+        return self.retention_minutes * 60_000
+
+    @classmethod
+    def build(
+        cls,
+        source: str,
+        output: str,
+        as_of: str | None = None,
+        retention_minutes: int | None = None,
+        end_offsets: str | None = None,
+        topic_ids: str | None = None,
+    ) -> "RebuildConfig":
+        retention = defaults()["rebuild"]["retention_minutes"] if retention_minutes is None else retention_minutes
+        if retention <= 0:
+            raise BadInput(f"--retention-minutes {retention}: must be a positive number of minutes")
+        topic_ids_path = None
+        if topic_ids is not None:
+            topic_ids_path = Path(topic_ids)
+            if not topic_ids_path.is_file():
+                raise BadInput(f"--topic-ids {topic_ids}: no such file")
+        return cls(
+            source=SourceSpec.parse(source),
+            output=Path(output),
+            as_of=parse_time(as_of) if as_of is not None else None,
+            retention_minutes=retention,
+            end_offsets=end_offsets,
+            topic_ids=topic_ids_path,
+        )

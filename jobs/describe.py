@@ -1,0 +1,150 @@
+"""`kafka-consumer-groups.sh --describe` from the rebuilt tables (spec §11.1), without Spark.
+
+The layouts follow ConsumerGroupCommand: left-aligned printf columns, every offsets/state row starting
+with a newline, `-` for a missing value, and the Empty / rebalancing notices on stderr. The coordinator
+column shows the coordinator partition, since a log holds no broker address.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+
+from jobs.errors import BadInput
+
+MISSING = "-"
+REBALANCING = {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
+
+
+def describe_group(output: Path, group_id: str, view: str, verbose: bool) -> tuple[str, str]:
+    """(stdout, stderr) text for one group in the `offsets`, `members` or `state` view."""
+    group = _rows(output, "consumer_groups", group_id)
+    if not group:
+        return f"\nError: Consumer group '{group_id}' does not exist.\n", ""
+    g = group[0]
+    if g["protocol_type"] not in (None, "consumer"):
+        return f"\nError: GroupId {group_id} is not a consumer group ({g['protocol_type']}).\n", ""
+    members = _rows(output, "group_members", group_id)
+    if view == "state":
+        return _state(g, verbose), _notice(g)
+    if view == "members":
+        return _members(g, members, verbose), _notice(g)
+    return _offsets(g, members, _rows(output, "committed_offsets", group_id),
+                    _rows(output, "consumer_lag", group_id), verbose)
+
+
+def _rows(output: Path, table: str, group_id: str) -> list[dict[str, Any]]:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        dataset = DeltaTable(str(output / table)).to_pyarrow_dataset()
+    except TableNotFoundError:
+        raise BadInput(f"--output {output}: no {table} table there; run `offsetlake rebuild` first") from None
+    return dataset.to_table(filter=pc.field("group_id") == group_id).to_pylist()
+
+
+def _notice(g: dict[str, Any]) -> str:
+    if g["state"] == "Empty":
+        return f"\nConsumer group '{g['group_id']}' has no active members.\n"
+    if g["state"] in REBALANCING:
+        return f"\nWarning: Consumer group '{g['group_id']}' is rebalancing.\n"
+    return ""
+
+
+def _text(value: Any) -> str:
+    return MISSING if value is None else str(value)
+
+
+def _offsets(g: dict, members: list[dict], committed: list[dict], lag: list[dict], verbose: bool) -> tuple[str, str]:
+    by_partition = {(c["topic"], c["partition"]): c for c in committed}
+    ends = {(r["topic"], r["partition"]): r["log_end_offset"] for r in lag}
+    rows, assigned = [], set()
+    # Members with an assignment, most partitions first (a stable sort), then their partitions in order.
+    for m in sorted((m for m in members if m["assigned_partitions"]), key=lambda m: -len(m["assigned_partitions"])):
+        for tp in sorted((a["topic"], a["partition"]) for a in m["assigned_partitions"]):
+            assigned.add(tp)
+            rows.append(_offset_row(g, tp, by_partition.get(tp), ends.get(tp), m))
+    for tp in sorted(set(by_partition) - assigned):
+        rows.append(_offset_row(g, tp, by_partition[tp], ends.get(tp), None))
+    notice = _notice(g)
+    if not rows:
+        return "", notice
+    header = ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+              "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    table = [header] + rows if verbose else [r[:3] + r[4:] for r in [header] + rows]
+    data = table[1:]
+    widths = [max([15] + [len(r[0]) for r in data]), max([15] + [len(r[1]) for r in data]), 10]
+    widths += [15] * (4 if verbose else 3)
+    widths += [max([15] + [len(r[-3]) for r in data]), max([15] + [len(r[-2]) for r in data])]
+    return "".join("\n" + _printf(widths, r) for r in table) + "\n", notice
+
+
+def _offset_row(g: dict, tp: tuple[str, int], c: dict | None, end: int | None, m: dict | None) -> list[str]:
+    offset = c["committed_offset"] if c else None
+    lag = end - offset if end is not None and offset not in (None, -1) else None
+    return [g["group_id"], tp[0], str(tp[1]), _text(c["leader_epoch"] if c else None), _text(offset), _text(end),
+            _text(lag), _text(m and m["member_id"]), _text(m and m["client_host"]), _text(m and m["client_id"])]
+
+
+def _printf(widths: list[int], values: list[str]) -> str:
+    """Java's `%-Ns %-Ns ... %s`: every column but the last padded to its width, single spaces between."""
+    return " ".join(f"{v:<{w}}" for v, w in zip(values, widths)) + " " + values[-1]
+
+
+def _assignment(partitions: list[dict]) -> str:
+    """topicA:0,1,2;topicB:0 with partitions sorted, topic entries sorted as strings; `-` when empty."""
+    by_topic: dict[str, list[int]] = {}
+    for a in partitions:
+        by_topic.setdefault(_text(a["topic"]), []).append(a["partition"])
+    entries = sorted(f"{t}:" + ",".join(str(p) for p in sorted(ps)) for t, ps in by_topic.items())
+    return ";".join(entries) or MISSING
+
+
+def _members(g: dict, members: list[dict], verbose: bool) -> str:
+    instance = [m["group_instance_id"] or "" for m in members]
+    with_instance = any(instance)
+    w_group = max([15] + [len(g["group_id"])])
+    w_id = max([15] + [len(m["member_id"]) for m in members])
+    w_instance = max([17] + [len(i) for i in instance])
+    w_host = max([15] + [len(m["client_host"]) for m in members])
+    w_client = max([15] + [len(m["client_id"]) for m in members])
+    current = [_assignment(m["assigned_partitions"]) for m in members]
+    w_current = max([20] + [len(c) for c in current])
+    w_target = 20  # classic groups have no target assignment
+
+    def line(cols: list[str]) -> str:
+        if with_instance:
+            widths = [w_group, w_id, w_instance, w_host, w_client, 15]
+        else:
+            widths = [w_group, w_id, w_host, w_client, 15]
+            cols = cols[:2] + cols[3:]
+        return "".join(f"{v:<{w}} " for v, w in zip(cols, widths))
+
+    def verbose_part(cols: list[str]) -> str:
+        return f"{cols[0]:<15} {cols[1]:<{w_current}} {cols[2]:<15} {cols[3]:<{w_target}}" if verbose else ""
+
+    out = "\n" + line(["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"])
+    out += verbose_part(["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]) + "\n"
+    for m, inst, cur in zip(members, instance, current):
+        out += line([g["group_id"], m["member_id"], inst, m["client_host"], m["client_id"],
+                     str(len(m["assigned_partitions"]))])
+        out += verbose_part([_text(m["member_epoch"]), cur, MISSING, MISSING]) + "\n"
+    return out
+
+
+def _state(g: dict, verbose: bool) -> str:
+    coordinator = f"__consumer_offsets-{g['coordinator_partition']}  (-)"
+    w_group, w_coord = max(15, len(g["group_id"])), max(25, len(coordinator))
+    strategy = g["protocol"] if g["state"] == "Stable" and g["protocol"] else MISSING
+    if verbose:
+        widths = [w_group, w_coord, 20, 20, 15, 25]  # #MEMBERS is last and unpadded
+        header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH",
+                  "#MEMBERS"]
+        row = [g["group_id"], coordinator, strategy, g["state"], MISSING, MISSING, str(g["member_count"])]
+    else:
+        widths = [w_group, w_coord, 20, 20]
+        header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+        row = [g["group_id"], coordinator, strategy, g["state"], str(g["member_count"])]
+    return "\n" + _printf(widths, header) + "\n" + _printf(widths, row) + "\n"

@@ -1,0 +1,72 @@
+"""Offset retention (spec §8), evaluated once at as_of on the replayed state.
+
+The broker's cleanup only considers offsets of topics the group is not subscribed to, then applies the
+group's expiration condition (OffsetExpirationConditionImpl); an explicit v1 expireTimestamp replaces
+the retention deadline for those candidates. Expiry compares `as_of >= deadline`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.decode import CONSUMER_PROTOCOL
+
+
+@dataclass(frozen=True)
+class ExpiredState:
+    offsets: DataFrame  # live offsets with expires_at_ms (null: not expiring now)
+    expired: DataFrame  # offsets whose deadline has passed, with expired_at_ms
+    groups: DataFrame  # groups that still exist, with offset_count
+
+
+def retention_base() -> Column:
+    """The time an offset's retention is measured from, or null when the group's condition forbids expiry."""
+    protocol_type = F.col("protocol_type")
+    state = F.col("state")
+    commit_time = F.col("commit_timestamp_ms")
+    return (
+        # Simple groups (no protocol type): commit time.
+        F.when(protocol_type.isNull(), commit_time)
+        # Empty classic groups: from when the group became Empty (v2+), else the commit time.
+        .when(state == "Empty", F.coalesce(F.col("current_state_timestamp_ms"), commit_time))
+        # Stable consumer-protocol groups with a known subscription: commit time (unsubscribed topics only).
+        .when((protocol_type == CONSUMER_PROTOCOL) & (state == "Stable") & F.col("subscribed_topics").isNotNull(), commit_time)
+        # Anything else (Stable connect groups, unknown subscriptions): no expiry.
+    )
+
+
+def is_candidate() -> Column:
+    """Spec §8.3: only topics the group is not subscribed to are looked at."""
+    subscribed = F.coalesce(F.array_contains(F.col("subscribed_topics"), F.col("topic")), F.lit(False))
+    return retention_base().isNotNull() & ~subscribed
+
+
+def apply_expiry(offsets: DataFrame, groups: DataFrame, as_of_ms: int, retention_ms: int) -> ExpiredState:
+    """Split offsets into live and expired at as_of, and drop Empty groups left with no offsets (§8.4)."""
+    group_cols = groups.select(
+        "coordinator_partition", "group_id", "protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics"
+    )
+    judged = offsets.join(group_cols, ["coordinator_partition", "group_id"], "left").withColumn(
+        "deadline_ms",
+        F.when(
+            is_candidate(),
+            F.coalesce(F.col("expire_timestamp_ms"), F.try_add(retention_base(), F.lit(retention_ms))),
+        ),
+    )
+    expired_now = F.coalesce(F.col("deadline_ms") <= F.lit(as_of_ms), F.lit(False))
+    drop = ["protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics"]
+    live = judged.where(~expired_now).withColumnRenamed("deadline_ms", "expires_at_ms").drop(*drop)
+    expired = judged.where(expired_now).withColumn("expires_at_ms", F.col("deadline_ms")).withColumnRenamed(
+        "deadline_ms", "expired_at_ms"
+    ).drop(*drop)
+
+    counts = live.groupBy("coordinator_partition", "group_id").agg(F.count(F.lit(1)).cast("int").alias("offset_count"))
+    surviving = (
+        groups.join(counts, ["coordinator_partition", "group_id"], "left")
+        .withColumn("offset_count", F.coalesce("offset_count", F.lit(0)))
+        # The cleanup deletes an Empty group once no committed offsets remain (no open transactions here).
+        .where(~((F.col("state") == "Empty") & (F.col("offset_count") == 0)))
+    )
+    return ExpiredState(offsets=live, expired=expired, groups=surviving)

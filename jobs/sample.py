@@ -1,0 +1,262 @@
+"""A realistic sample dump of __consumer_offsets, made with offsets_codec's own encoder.
+
+Ten days of a cluster, simulated tick by tick and streamed to Parquet (so 10M records need little memory):
+* classic consumer groups (range / roundrobin / cooperative-sticky) with rebalances, changing membership
+  and a topic dropped from a subscription now and then; some go Empty (recently, or long enough ago that
+  retention expires them); some are deleted (offset tombstones, then the group tombstone);
+* simple groups (assign() + commitSync(), offsets only), some long idle;
+* Kafka Connect worker groups (protocol type `connect`, opaque member bytes, no offsets);
+* a client that commits with an explicit retention (value v1 with expireTimestamp);
+* one group whose type-2 tombstone left its offsets behind (an orphan);
+* a broker upgrade to 4.1 halfway through (offset commits become value v4 with a topicId tag);
+* two damaged records (an unknown value version, a truncated value) that must land in quarantine.
+"""
+from __future__ import annotations
+
+import base64
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from jobs.config import defaults
+from offsets_codec import encode_key, encode_value, partition_for
+from offsets_codec.consumer_protocol import encode_assignment, encode_subscription
+
+END = datetime(2026, 11, 20, tzinfo=timezone.utc)
+DAY_MS = 86_400_000
+SPAN_MS = 10 * DAY_MS
+START_MS = int(END.timestamp() * 1000) - SPAN_MS
+UPGRADE_MS = START_MS + SPAN_MS // 2  # the broker starts writing OffsetCommitValue v4
+OFFSET_COMMIT, GROUP_METADATA = 1, 2  # record types written (see offsets_codec.registry)
+RAW_SCHEMA = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")), ("timestampType", pa.int32()),
+])
+ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
+
+
+@dataclass
+class Group:
+    group_id: str
+    kind: str  # consumer | simple | connect | retention | deleted | orphan
+    topics: list[str]
+    start_tick: int
+    stop_tick: int  # the tick it stops (goes Empty / is deleted / stops committing); > ticks = never
+    assignor: str = "range"
+    generation: int = 0
+    members: list[str] = field(default_factory=list)
+    committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    stopped: bool = False
+
+
+class SampleWriter:
+    """Assigns per-coordinator-partition offsets in time order and streams row groups to Parquet."""
+
+    def __init__(self, path: Path, partitions: int) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self.writer = pq.ParquetWriter(path / "part-00000.parquet", RAW_SCHEMA)
+        self.partitions = partitions
+        self.next_offset = [0] * partitions
+        self.rows: dict[str, list] = {name: [] for name in RAW_SCHEMA.names}
+        self.count = 0
+
+    def append(self, group_id: str, key: bytes, value: bytes | None, ts_ms: int) -> None:
+        p = partition_for(group_id, self.partitions)
+        rows = self.rows
+        rows["key"].append(key)
+        rows["value"].append(value)
+        rows["topic"].append("__consumer_offsets")
+        rows["partition"].append(p)
+        rows["offset"].append(self.next_offset[p])
+        rows["timestamp"].append(ts_ms)
+        rows["timestampType"].append(0)  # CreateTime
+        self.next_offset[p] += 1
+        self.count += 1
+        if len(rows["key"]) >= 200_000:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows["key"]:
+            self.writer.write_batch(pa.RecordBatch.from_pydict(self.rows, schema=RAW_SCHEMA))
+            self.rows = {name: [] for name in RAW_SCHEMA.names}
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | None = None) -> dict:
+    """Write about `records` records to output/part-00000.parquet; returns what was written."""
+    rng = random.Random(seed)
+    partitions = defaults()["rebuild"]["offsets_topic_partitions"]
+    names = ("orders", "payments", "clicks", "audit", "inventory", "events")
+    topics = {f"{names[i % len(names)]}-{i}": rng.randint(1, 12) for i in range(max(4, records // 20_000))}
+    topic_ids = {t: _topic_id(rng) for t in topics}
+    groups = _plan_groups(rng, records, list(topics))
+    partitions_per_tick = sum(sum(topics[t] for t in g.topics) for g in groups if g.kind != "connect")
+    ticks = max(48, records // max(1, partitions_per_tick))
+    tick_ms = SPAN_MS // ticks
+
+    writer = SampleWriter(output, partitions)
+    keys: dict[tuple[str, str, int], bytes] = {}
+    for tick in range(ticks + 1):
+        now = START_MS + tick * tick_ms
+        for g in groups:
+            _step(rng, g, now, topics, topic_ids, writer, keys)
+    _damage(writer, groups[0].group_id, START_MS + ticks * tick_ms)
+    writer.close()
+
+    if end_offsets is not None:
+        _write_end_offsets(rng, end_offsets, groups, topics)
+    stable = next(g.group_id for g in groups if g.kind == "consumer" and not g.stopped)
+    return {"records": writer.count, "groups": len(groups), "topics": len(topics), "path": str(output),
+            "example_group": stable,
+            "end_offsets": str(end_offsets) if end_offsets else None}
+
+
+def _plan_groups(rng: random.Random, records: int, topics: list[str]) -> list[Group]:
+    n = max(12, min(5000, records // 400))
+    # A 20-group cycle, so even a small sample has every kind: 60% consumer, 15% simple, 10% connect, ...
+    kinds = ["consumer", "simple", "consumer", "connect", "consumer", "deleted", "consumer", "simple", "consumer",
+             "retention", "consumer", "simple", "consumer", "connect", "consumer", "deleted", "consumer", "consumer",
+             "consumer", "consumer"]
+    groups = []
+    ticks = 1000  # planned on a 0..1000 scale, rescaled in _step
+    for i in range(n):
+        kind = kinds[i % len(kinds)] if i >= 1 else "orphan"
+        stop = rng.choice([ticks + 1] * 6 + [rng.randint(50, 250), rng.randint(700, 990)])  # some stop early
+        g = Group(
+            group_id=f"{kind}-app-{i:05d}" if kind != "connect" else f"connect-cluster-{i:05d}",
+            kind=kind,
+            topics=rng.sample(topics, k=min(len(topics), rng.randint(1, 3))),
+            start_tick=rng.randint(0, 100),
+            stop_tick=stop if kind not in ("deleted", "orphan") else rng.randint(300, 900),
+            assignor=rng.choice(ASSIGNORS),
+        )
+        groups.append(g)
+    return groups
+
+
+def _position(now: int) -> int:
+    """The plan's 0..1000 scale mapped onto the real time span."""
+    return (now - START_MS) * 1000 // SPAN_MS
+
+
+def _step(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_ids: dict[str, str],
+          w: SampleWriter, keys: dict) -> None:
+    position = _position(now)
+    if position >= g.stop_tick and not g.stopped:
+        g.stopped = True
+        _stop(g, now, w, keys)
+    if g.stopped or position < g.start_tick:
+        return
+    if g.kind in ("consumer", "deleted", "orphan", "connect") and (not g.members or rng.random() < 0.01):
+        _rebalance(rng, g, now, topics, w)
+    if g.kind == "connect":
+        return  # worker groups coordinate connectors; they commit no offsets
+    for topic in g.topics:
+        for p in range(topics[topic]):
+            offset = g.committed.get((topic, p), rng.randint(0, 1000)) + rng.randint(0, 400)
+            g.committed[(topic, p)] = offset
+            _commit(g, topic, p, offset, now, topic_ids, w, keys)
+
+
+def _commit(g: Group, topic: str, p: int, offset: int, now: int, topic_ids: dict[str, str], w: SampleWriter,
+            keys: dict) -> None:
+    key = keys.get((g.group_id, topic, p))
+    if key is None:
+        key = keys[(g.group_id, topic, p)] = encode_key(OFFSET_COMMIT, {"group": g.group_id, "topic": topic, "partition": p})
+    data = {"offset": offset, "leaderEpoch": 3, "metadata": "", "commitTimestamp": now}
+    if g.kind == "retention":  # OffsetCommit v2-v4 request with retention_time_ms: value v1 (spec §4.1)
+        version = 1
+        data = {"offset": offset, "metadata": "", "commitTimestamp": now, "expireTimestamp": now + DAY_MS}
+    elif now >= UPGRADE_MS:
+        version = 4
+        data["topicId"] = topic_ids[topic]
+    else:
+        version = 3
+    w.append(g.group_id, key, encode_value(OFFSET_COMMIT, version, data), now)
+
+
+def _rebalance(rng: random.Random, g: Group, now: int, topics: dict[str, int], w: SampleWriter) -> None:
+    g.generation += 1
+    g.members = [f"{'connect' if g.kind == 'connect' else 'consumer'}-{g.group_id}-{g.generation}-{i}"
+                 for i in range(rng.randint(1, 4))]
+    if g.kind != "connect" and len(g.topics) > 1 and rng.random() < 0.15:
+        g.topics.pop()  # the subscription drops a topic: its offsets now expire by commit time
+    members = [_member(g, m, i, now, topics) for i, m in enumerate(g.members)]
+    value = {
+        "protocolType": "connect" if g.kind == "connect" else "consumer",
+        "generation": g.generation,
+        "protocol": "sessioned" if g.kind == "connect" else g.assignor,
+        "leader": g.members[0],
+        "currentStateTimestamp": now,
+        "members": members,
+    }
+    w.append(g.group_id, encode_key(GROUP_METADATA, {"group": g.group_id}), encode_value(GROUP_METADATA, 3, value), now)
+
+
+def _member(g: Group, member_id: str, index: int, now: int, topics: dict[str, int]) -> dict:
+    common = {"memberId": member_id, "groupInstanceId": None, "clientId": member_id.rsplit("-", 2)[0],
+              "clientHost": f"/10.0.{index}.{len(member_id) % 250}", "rebalanceTimeout": 300_000,
+              "sessionTimeout": 45_000}
+    if g.kind == "connect":  # Connect's own protocol: opaque to offsetlake
+        url = f"http://10.0.{index}.1:8083/".encode()
+        return {**common, "subscription": b"\x00\x01" + url, "assignment": b"\x00\x01\x00\x00"}
+    mine = [(t, p) for t in g.topics for p in range(topics[t])][index::len(g.members)]
+    by_topic: dict[str, list[int]] = {}
+    for t, p in mine:
+        by_topic.setdefault(t, []).append(p)
+    owned = [{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())]
+    version = 3 if g.assignor == "cooperative-sticky" else 1
+    subscription = encode_subscription({"topics": sorted(g.topics), "userData": None, "ownedPartitions": owned,
+                                        "generationId": g.generation, "rackId": None}, version)
+    assignment = encode_assignment({"assignedPartitions": owned, "userData": None}, version)
+    return {**common, "subscription": subscription, "assignment": assignment}
+
+
+def _stop(g: Group, now: int, w: SampleWriter, keys: dict) -> None:
+    group_key = encode_key(GROUP_METADATA, {"group": g.group_id})
+    if g.kind in ("deleted", "orphan"):
+        if g.kind == "deleted":  # DeleteGroups: every offset is tombstoned, then the group
+            for (topic, p) in sorted(g.committed):
+                w.append(g.group_id, keys[(g.group_id, topic, p)], None, now)
+        w.append(g.group_id, group_key, None, now)
+    elif g.kind in ("consumer", "connect"):  # the last member left: an Empty group record
+        g.generation += 1
+        value = {"protocolType": "connect" if g.kind == "connect" else "consumer", "generation": g.generation,
+                 "protocol": None, "leader": None, "currentStateTimestamp": now, "members": []}
+        w.append(g.group_id, group_key, encode_value(GROUP_METADATA, 3, value), now)
+    g.members = []
+
+
+def _damage(w: SampleWriter, group_id: str, now: int) -> None:
+    """Two records a strict decoder must reject (they go to quarantine, the rest of the run proceeds)."""
+    key = encode_key(OFFSET_COMMIT, {"group": group_id, "topic": "damaged", "partition": 0})
+    good = encode_value(OFFSET_COMMIT, 3, {"offset": 1, "leaderEpoch": -1, "metadata": "", "commitTimestamp": now})
+    w.append(group_id, key, b"\x00\x09" + good[2:], now)  # unknown value version 9
+    w.append(group_id, key, good[:14], now)  # truncated before metadata
+
+
+def _topic_id(rng: random.Random) -> str:
+    return base64.urlsafe_b64encode(rng.randbytes(16)).decode().rstrip("=")
+
+
+def _write_end_offsets(rng: random.Random, path: Path, groups: list[Group], topics: dict[str, int]) -> None:
+    """kafka-get-offsets.sh text: each partition's end is past the furthest commit (one in a while behind)."""
+    furthest: dict[tuple[str, int], int] = {}
+    for g in groups:
+        for tp, offset in g.committed.items():
+            furthest[tp] = max(furthest.get(tp, 0), offset)
+    lines = []
+    for topic in sorted(topics):
+        for p in range(topics[topic]):
+            end = furthest.get((topic, p), 0)
+            end = end - rng.randint(1, 5) if rng.random() < 0.02 else end + rng.randint(0, 5000)
+            lines.append(f"{topic}:{p}:{max(end, 0)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,57 @@
+"""Output table schemas, kept as data in schemas/<table>.json and enforced on every write."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from jobs.config import REPO_ROOT
+from jobs.types import parse_type
+
+SCHEMA_DIR = REPO_ROOT / "schemas"
+TABLES = (
+    "committed_offsets",
+    "expired_offsets",
+    "consumer_groups",
+    "group_members",
+    "consumer_lag",
+    "quarantine",
+)
+
+
+@lru_cache(maxsize=None)
+def spark_schema(table: str) -> StructType:
+    """The table's Spark schema, from schemas/<table>.json."""
+    doc = json.loads((SCHEMA_DIR / f"{table}.json").read_text())
+    return StructType([StructField(c["name"], parse_type(c["type"])) for c in doc["columns"]])
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    """The same schema for delta-rs: timestamps are UTC microseconds, as Delta's `timestamp`."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(spark_schema(table), timezone="UTC")
+    return pa.schema([f.with_type(_utc_micros(f.type)) for f in schema])
+
+
+def _utc_micros(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz="UTC")
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_utc_micros(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_utc_micros(f.type)) for f in t])
+    return t
+
+
+def conform(df: DataFrame, table: str) -> DataFrame:
+    """Select the table's columns in contract order with contract types; a missing column is a bug."""
+    schema = spark_schema(table)
+    missing = [f.name for f in schema if f.name not in df.columns]
+    if missing:
+        raise AssertionError(f"{table}: the pipeline produced no column(s) {missing}")
+    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])

@@ -1,0 +1,78 @@
+"""Small read-only views for people: `decode` (records as Kafka's formatter JSON) and `show` (tables)."""
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow.dataset as pads
+
+from jobs.config import SourceSpec
+from jobs.errors import BadInput
+from jobs.tables import TABLES
+from offsets_codec import DecodeError, to_kafka_json
+
+
+def decode_lines(source: str, limit: int | None = None) -> Iterator[str]:
+    """One JSON line per record of a Parquet dump, in (partition, offset) order per file batch.
+
+    Streams the dump with pyarrow (no Spark start-up for a quick look); undecodable records are kept,
+    with their reason and raw bytes.
+    """
+    spec = SourceSpec.parse(source)
+    if spec.kind != "parquet":
+        raise BadInput(f"--source {source}: decode reads parquet:PATH dumps in this version")
+    if not Path(spec.location).exists():
+        raise BadInput(f"--source {source}: no such file or directory")
+    try:
+        dataset = pads.dataset(spec.location, format="parquet")
+        missing = [c for c in ("key", "value", "partition", "offset") if c not in dataset.schema.names]
+    except Exception as e:  # pyarrow raises ArrowInvalid and friends for non-Parquet input
+        raise BadInput(f"--source {source}: cannot read Parquet ({str(e).splitlines()[0][:200]})") from None
+    if missing:
+        raise BadInput(f"--source {source}: missing required column(s) {', '.join(missing)}")
+    emitted = 0
+    for batch in dataset.to_batches(columns=["partition", "offset", "key", "value"]):
+        for row in batch.to_pylist():
+            if limit is not None and emitted >= limit:
+                return
+            emitted += 1
+            try:
+                yield to_kafka_json(row["key"], row["value"])
+            except DecodeError as e:
+                yield json.dumps({
+                    "partition": row["partition"], "offset": row["offset"], "error": str(e),
+                    "key": _b64(row["key"]), "value": _b64(row["value"]),
+                }, separators=(",", ":"))
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def show_tables(output: Path, rows: int) -> str:
+    """Each table's path, row count and first rows, as plain text."""
+    from deltalake import DeltaTable
+
+    lines = []
+    for table in TABLES:
+        path = output / table
+        if not (path / "_delta_log").is_dir():
+            lines.append(f"{table}: (missing) {path}")
+            continue
+        data = DeltaTable(str(path)).to_pyarrow_dataset()
+        head = data.head(rows).to_pylist() if rows else []
+        lines.append(f"{table}: {data.count_rows()} rows  {path}")
+        lines += [f"  {_short(r)}" for r in head]
+    return "\n".join(lines) + "\n"
+
+
+def _short(row: dict) -> str:
+    parts = []
+    for k, v in row.items():
+        if isinstance(v, bytes):
+            v = v.hex()[:24] + ("…" if len(v) > 12 else "")
+        parts.append(f"{k}={v}")
+    text = ", ".join(parts)
+    return text if len(text) <= 240 else text[:239] + "…"

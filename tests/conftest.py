@@ -1,0 +1,25 @@
+"""Shared fixtures. Spark is imported lazily so the codec tests never load it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED_TESTDATA = Path(__file__).resolve().parents[1].parent / "shared" / "testdata"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from jobs.session import get_spark
+
+    session = get_spark()
+    session.conf.set("spark.sql.shuffle.partitions", "2")  # tiny inputs: fewer tasks, faster tests
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_testdata() -> Path:
+    if not SHARED_TESTDATA.is_dir():
+        pytest.skip(f"shared test data not found at {SHARED_TESTDATA} (it sits beside the checkout in CI)")
+    return SHARED_TESTDATA
