@@ -23,7 +23,7 @@ log = logging.getLogger("offsetlake")
 
 def scan_seconds(spark: SparkSession, dump: Path) -> float:
     started = time.monotonic()
-    spark.read.parquet(str(dump)).agg(F.sum(F.xxhash64("key", "value"))).collect()
+    spark.read.parquet(str(dump)).agg(F.bit_xor(F.xxhash64("key", "value"))).collect()  # a checksum: ANSI-safe
     return time.monotonic() - started
 
 

@@ -20,6 +20,7 @@ from jobs.replay import group_activity, replay
 from jobs.sink import TableSink
 from jobs.sources import read_source
 from jobs.sources.end_offsets import read_end_offsets
+from jobs.sources.topic_ids import read_topic_ids
 from jobs.tables import TABLES, spark_schema
 from offsets_codec import REGISTRY
 
@@ -35,8 +36,13 @@ def ms_to_timestamp(ms: Column) -> Column:
 
 
 def check_records(raw: DataFrame) -> DataFrame:
-    """Every raw record with its coordinator partition, record type, group id and decode error (if any)."""
-    return raw.select(
+    """Every raw record with its coordinator partition, record type, group id and decode error (if any).
+
+    Records are first spread by coordinator partition, the unit of replay: the Python check then runs on
+    every core whatever the dump's file layout, and the per-partition reductions need no further shuffle.
+    """
+    by_coordinator = raw.repartition(F.col("partition"))
+    return by_coordinator.select(
         F.col("partition").alias("coordinator_partition"),
         F.col("offset").alias("record_offset"),
         F.col("timestamp").alias("record_timestamp"),
@@ -143,6 +149,8 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     started = time.monotonic()
     raw = read_source(spark, cfg.source)
     end_offsets = read_end_offsets(spark, cfg.end_offsets) if cfg.end_offsets else None
+    # Classic groups name their topics; the id map is for modern groups' assignments (not rebuilt yet).
+    topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
     as_of = cfg.as_of or newest_timestamp(raw) or datetime.now(timezone.utc)
     log.info("rebuilding %s as of %s (retention %d min)", cfg.source, as_of.isoformat(), cfg.retention_minutes)
 
@@ -177,6 +185,7 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         "records_by_type": counts["records_by_type"],
         "modern_group_records": counts["modern_group_records"],
         "retention_minutes": cfg.retention_minutes,
+        "topic_ids": len(topic_ids),
         "delta_engine": sink.engine,
         "output": str(cfg.output),
         "seconds": round(time.monotonic() - started, 2),

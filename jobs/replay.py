@@ -36,16 +36,15 @@ class ReplayedState:
 
 
 def last_writes(records: DataFrame, record_key: Column) -> DataFrame:
-    """The newest record (highest offset) per coordinator partition and key; tombstones included."""
-    winner = F.max_by(
-        F.struct("record_offset", "record_timestamp", "record_type", "group_id", "key", "value"),
-        "record_offset",
+    """The newest record (highest offset) per coordinator partition and key; tombstones included.
+
+    A max over the offset alone keeps the aggregation buffer fixed-width (a hash aggregate, no sort of
+    the log); the winning records are then fetched whole by (coordinator partition, offset).
+    """
+    newest = records.groupBy("coordinator_partition", record_key.alias("record_key")).agg(
+        F.max("record_offset").alias("record_offset")
     )
-    return (
-        records.groupBy("coordinator_partition", record_key.alias("record_key"))
-        .agg(winner.alias("w"))
-        .select("coordinator_partition", "w.*")
-    )
+    return records.join(newest.drop("record_key"), ["coordinator_partition", "record_offset"], "left_semi")
 
 
 def committed_offsets(records: DataFrame) -> DataFrame:
@@ -78,16 +77,12 @@ def classic_group_records(records: DataFrame) -> DataFrame:
 
 def group_activity(records: DataFrame) -> DataFrame:
     """The newest record about each group (metadata or offsets, any family)."""
-    newest = F.max_by(F.struct("record_offset", "record_timestamp"), "record_offset")
     return (
         records.where(F.col("group_id").isNotNull())
         .groupBy("coordinator_partition", "group_id")
-        .agg(newest.alias("n"))
-        .select(
-            "coordinator_partition",
-            "group_id",
-            F.col("n.record_offset").alias("last_record_offset"),
-            F.col("n.record_timestamp").alias("last_record_timestamp"),
+        .agg(
+            F.max("record_offset").alias("last_record_offset"),
+            F.max_by("record_timestamp", "record_offset").alias("last_record_timestamp"),
         )
     )
 

@@ -76,3 +76,30 @@ def _short(row: dict) -> str:
         parts.append(f"{k}={v}")
     text = ", ".join(parts)
     return text if len(text) <= 240 else text[:239] + "…"
+
+
+def register_tables(spark, output: Path, prefix: str = "") -> list[str]:
+    """Register every table under `output` as a temporary SQL view named `<prefix><table>`.
+
+    Uses Spark's Delta reader when Delta is on the classpath; otherwise reads the files of the table's
+    current version as delta-rs lists them (so a replaced table never shows its old files).
+    """
+    from deltalake import DeltaTable
+
+    from jobs.sink import DELTA_JVM_CLASS
+    from jobs.session import has_jvm_class
+    from jobs.tables import spark_schema
+
+    native = has_jvm_class(spark, DELTA_JVM_CLASS)
+    names = []
+    for table in TABLES:
+        path = output / table
+        if native:
+            df = spark.read.format("delta").load(str(path))
+        else:
+            files = DeltaTable(str(path)).file_uris()
+            df = spark.read.schema(spark_schema(table)).parquet(*files) if files else \
+                spark.createDataFrame([], spark_schema(table))
+        df.createOrReplaceTempView(prefix + table)
+        names.append(prefix + table)
+    return names

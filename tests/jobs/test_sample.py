@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from collections import Counter
 
 import pyarrow.parquet as pq
@@ -71,3 +72,13 @@ def test_demo_rebuilds_the_sample_into_every_table(spark, tmp_path):
     assert seen[(None, "Empty")]  # simple groups
     for table in ("committed_offsets", "group_members", "quarantine"):
         assert f"{table}: " in result.stdout
+
+
+def test_the_notebook_runs_locally(spark, tmp_path, monkeypatch, capsys):
+    import runpy
+
+    monkeypatch.setenv("OFFSETLAKE_TOUR_DIR", str(tmp_path))
+    monkeypatch.setenv("OFFSETLAKE_TOUR_RECORDS", "5000")
+    runpy.run_path(str(Path(__file__).resolve().parents[2] / "notebooks" / "offsetlake_tour.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "protocol_type" in out and "total_lag" in out and "unknown value version 9 for record type 1" in out

@@ -55,3 +55,14 @@ def test_end_offsets_errors(spark, tmp_path):
     csv.write_text("topic,partition,offset\norders,zero,5\n")
     with pytest.raises(BadInput, match="no valid topic, partition and offset"):
         read_end_offsets(spark, str(csv))
+
+
+def test_topic_ids_map_is_validated(tmp_path):
+    from jobs.sources.topic_ids import read_topic_ids
+
+    path = tmp_path / "ids.csv"
+    path.write_text("topic_id,topic\nAQIDBAUGBwgJCgsMDQ4PEA,orders\n")
+    assert read_topic_ids(path) == {"AQIDBAUGBwgJCgsMDQ4PEA": "orders"}
+    path.write_text("not-an-id,orders\n")
+    with pytest.raises(BadInput, match="line 1: expected topic_id,topic"):
+        read_topic_ids(path)
