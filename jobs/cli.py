@@ -54,8 +54,12 @@ def _fail(message: str, status: int) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="Only warnings on stderr (no progress).")
 def cli(debug: bool, quiet: bool) -> None:
     """Rebuild Kafka consumer-group state from __consumer_offsets into Delta tables."""
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="offsetlake: %(message)s",
-                        stream=sys.stderr)
+    if not log.handlers:  # only offsetlake's own progress; py4j and Spark keep their own loggers
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("offsetlake: %(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
 def rebuild_options(fn: Callable) -> Callable:
