@@ -52,17 +52,38 @@ def group_id_of(key_data: dict[str, Any]) -> str | None:
     return key_data.get("group", key_data.get("GroupId"))
 
 
+# An offsets topic rewrites the same few keys (one per group, topic and partition) over and over, so a
+# worker remembers what each key decoded to. Bounded: cleared when full.
+_KEY_CACHE: dict[bytes, tuple[int, str | None, str | None]] = {}
+_KEY_CACHE_SIZE = 100_000
+
+
 def check_record(key: bytes | None, value: bytes | None) -> tuple[int | None, str | None, str | None]:
     """(record type, group id, error): error is None when key and value both decode."""
+    checked_key = _KEY_CACHE.get(key) if key is not None else None
+    if checked_key is None:
+        checked_key = _check_key(key)
+        if key is not None:
+            if len(_KEY_CACHE) >= _KEY_CACHE_SIZE:
+                _KEY_CACHE.clear()
+            _KEY_CACHE[key] = checked_key
+    record_type, group_id, error = checked_key
+    if error is not None or value is None:
+        return checked_key
+    try:
+        decode_value(record_type, value)
+    except DecodeError as e:
+        return record_type, None, str(e)
+    return checked_key
+
+
+def _check_key(key: bytes | None) -> tuple[int | None, str | None, str | None]:
     record_type = _INT16.unpack_from(key)[0] if key is not None and len(key) >= 2 else None
     try:
         decoded = decode_key(key)
-        group_id = group_id_of(decoded.data)
-        if value is not None:
-            decode_value(decoded.record_type, value)
     except DecodeError as e:
         return record_type, None, str(e)
-    return record_type, group_id, None
+    return decoded.record_type, group_id_of(decoded.data), None
 
 
 def offset_commit_columns(key: bytes, value: bytes) -> dict[str, Any]:
@@ -195,9 +216,16 @@ def _check_udf(keys: pa.Array, values: pa.Array) -> pa.Array:
 
 
 def _decode_udf(fn: Callable[..., dict[str, Any]], arrow_type: pa.DataType, spark_type: DataType):
+    """Wrap a per-record decoder whose last argument is the value; a tombstone gives a null struct.
+
+    (Spark evaluates a Python UDF on every row it is handed, whatever CASE WHEN surrounds it, so the
+    wrapper itself must not trip over tombstones.)
+    """
+
     @arrow_udf(spark_type)
     def udf(*columns: pa.Array) -> pa.Array:
-        return _rows_to_struct((fn(*args) for args in zip(*(c.to_pylist() for c in columns))), arrow_type)
+        rows = zip(*(c.to_pylist() for c in columns))
+        return _rows_to_struct((None if args[-1] is None else fn(*args) for args in rows), arrow_type)
 
     return udf
 

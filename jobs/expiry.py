@@ -48,14 +48,17 @@ def apply_expiry(offsets: DataFrame, groups: DataFrame, as_of_ms: int, retention
     group_cols = groups.select(
         "coordinator_partition", "group_id", "protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics"
     )
+    base = retention_base()
+    explicit = F.col("expire_timestamp_ms")
     judged = offsets.join(group_cols, ["coordinator_partition", "group_id"], "left").withColumn(
-        "deadline_ms",
-        F.when(
-            is_candidate(),
-            F.coalesce(F.col("expire_timestamp_ms"), F.try_add(retention_base(), F.lit(retention_ms))),
-        ),
+        "deadline_ms", F.when(is_candidate(), F.coalesce(explicit, F.try_add(base, F.lit(retention_ms))))
     )
-    expired_now = F.coalesce(F.col("deadline_ms") <= F.lit(as_of_ms), F.lit(False))
+    # Kafka's own test (OffsetExpirationConditionImpl): now >= expireTimestamp, else now - base >= retention,
+    # in Java longs. A subtraction that overflows wraps negative there (never expired): null here, likewise.
+    kafka_condition = F.when(explicit.isNotNull(), F.lit(as_of_ms) >= explicit).otherwise(
+        F.try_subtract(F.lit(as_of_ms), base) >= F.lit(retention_ms)
+    )
+    expired_now = is_candidate() & F.coalesce(kafka_condition, F.lit(False))
     drop = ["protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics"]
     live = judged.where(~expired_now).withColumnRenamed("deadline_ms", "expires_at_ms").drop(*drop)
     expired = judged.where(expired_now).withColumn("expires_at_ms", F.col("deadline_ms")).withColumnRenamed(

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow.compute as pc
@@ -16,7 +16,7 @@ from jobs import decode
 from jobs.config import RebuildConfig
 from jobs.expiry import apply_expiry
 from jobs.lag import consumer_lag
-from jobs.replay import group_activity, replay
+from jobs.replay import replay
 from jobs.sink import TableSink
 from jobs.sources import read_source
 from jobs.sources.end_offsets import read_end_offsets
@@ -28,6 +28,7 @@ log = logging.getLogger("offsetlake")
 
 # Timestamps Spark can hold (years 1-9999); a corrupt commitTimestamp outside them becomes null, not a crash.
 _MIN_MS, _MAX_MS = -62135596800000, 253402300799999
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 GROUP_KEY = ["coordinator_partition", "group_id"]
 
 
@@ -36,13 +37,8 @@ def ms_to_timestamp(ms: Column) -> Column:
 
 
 def check_records(raw: DataFrame) -> DataFrame:
-    """Every raw record with its coordinator partition, record type, group id and decode error (if any).
-
-    Records are first spread by coordinator partition, the unit of replay: the Python check then runs on
-    every core whatever the dump's file layout, and the per-partition reductions need no further shuffle.
-    """
-    by_coordinator = raw.repartition(F.col("partition"))
-    return by_coordinator.select(
+    """Every raw record with its coordinator partition, record type, group id and decode error (if any)."""
+    return raw.select(
         F.col("partition").alias("coordinator_partition"),
         F.col("offset").alias("record_offset"),
         F.col("timestamp").alias("record_timestamp"),
@@ -54,7 +50,7 @@ def check_records(raw: DataFrame) -> DataFrame:
 
 def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets: DataFrame | None) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed)."""
-    as_of_ms = int(as_of.timestamp() * 1000)
+    as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
     in_window = F.col("record_timestamp").isNull() | (F.col("record_timestamp") <= F.lit(as_of).cast("timestamp"))
     valid = checked.where(F.col("error").isNull() & in_window)
@@ -68,7 +64,7 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     committed = _offset_rows(expiry.offsets, as_of_col)
     expired = _offset_rows(expiry.expired, as_of_col).withColumn("expired_at", ms_to_timestamp(F.col("expired_at_ms")))
 
-    existing = expiry.groups.join(group_activity(valid), GROUP_KEY, "left")
+    existing = expiry.groups.join(state.activity, GROUP_KEY, "left")
     consumer_groups = existing.select(
         "*",
         F.size("members").cast("int").alias("member_count"),
@@ -110,25 +106,26 @@ def _offset_rows(offsets: DataFrame, as_of_col: Column) -> DataFrame:
     )
 
 
-def newest_timestamp(raw: DataFrame) -> datetime | None:
-    """The default as_of: the newest record timestamp in the input (None for an empty input)."""
-    newest = raw.agg(F.max("timestamp")).first()[0]
-    return None if newest is None else newest.replace(tzinfo=timezone.utc)
-
-
-def record_counts(checked: DataFrame, as_of: datetime) -> dict[str, Any]:
-    """Counts for the summary, in one small aggregation: per record type, decodable or not, in window."""
-    after = F.coalesce(F.col("record_timestamp") > F.lit(as_of).cast("timestamp"), F.lit(False))
-    rows = checked.groupBy("record_type", F.col("error").isNull().alias("ok"), after.alias("after")).count().collect()
+def record_counts(checked: DataFrame, as_of: datetime | None) -> dict[str, Any]:
+    """Counts for the summary and the newest record timestamp, in one small aggregation over all records."""
+    after = F.lit(False) if as_of is None else F.coalesce(F.col("record_timestamp") > F.lit(as_of), F.lit(False))
+    rows = (
+        checked.groupBy("record_type", F.col("error").isNull().alias("ok"))
+        .agg(F.count(F.lit(1)).alias("count"), F.count_if(after).alias("after"), F.max("record_timestamp").alias("newest"))
+        .collect()
+    )
     by_type: dict[str, int] = {}
     read = decoded = after_as_of = 0
+    newest = None
     for r in rows:
         read += r["count"]
+        if r["newest"] is not None and (newest is None or r["newest"] > newest):
+            newest = r["newest"]
         if r["ok"]:
             decoded += r["count"]
             name = REGISTRY[r["record_type"]].name if r["record_type"] in REGISTRY else str(r["record_type"])
             by_type[name] = by_type.get(name, 0) + r["count"]
-            after_as_of += r["count"] if r["after"] else 0
+            after_as_of += r["after"]
     modern = sum(n for name, n in by_type.items() if _family(name) in ("consumer", "share", "streams"))
     return {
         "records_read": read,
@@ -137,6 +134,7 @@ def record_counts(checked: DataFrame, as_of: datetime) -> dict[str, Any]:
         "records_after_as_of": after_as_of,
         "records_by_type": dict(sorted(by_type.items())),
         "modern_group_records": modern,
+        "newest": None if newest is None else newest.replace(tzinfo=timezone.utc),
     }
 
 
@@ -151,13 +149,14 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     end_offsets = read_end_offsets(spark, cfg.end_offsets) if cfg.end_offsets else None
     # Classic groups name their topics; the id map is for modern groups' assignments (not rebuilt yet).
     topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
-    as_of = cfg.as_of or newest_timestamp(raw) or datetime.now(timezone.utc)
-    log.info("rebuilding %s as of %s (retention %d min)", cfg.source, as_of.isoformat(), cfg.retention_minutes)
-
+    log.info("checking every record of %s", cfg.source)
     checked = check_records(raw).persist(StorageLevel.MEMORY_AND_DISK)
-    counts = record_counts(checked, as_of)
-    log.info("read %d records: %d decoded, %d quarantined", counts["records_read"], counts["records_decoded"],
-             counts["records_quarantined"])
+    counts = record_counts(checked, cfg.as_of)
+    # Default as_of: the newest record (an empty input has none: then now, and every table is empty).
+    as_of = cfg.as_of or counts["newest"] or datetime.now(timezone.utc)
+    log.info("read %d records: %d decoded, %d quarantined; rebuilding as of %s (retention %d min)",
+             counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
+             as_of.isoformat(), cfg.retention_minutes)
 
     tables = rebuild(checked, as_of, cfg.retention_ms, end_offsets)
     sink = TableSink(spark, cfg.output)

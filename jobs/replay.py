@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -33,6 +34,7 @@ class ReplayedState:
 
     offsets: DataFrame  # live committed offsets, one row per (group, topic, partition)
     groups: DataFrame  # classic and simple groups, one row per group id (members as an array)
+    activity: DataFrame  # the newest record about each group: last_record_offset, last_record_timestamp
 
 
 def last_writes(records: DataFrame, record_key: Column) -> DataFrame:
@@ -47,13 +49,17 @@ def last_writes(records: DataFrame, record_key: Column) -> DataFrame:
     return records.join(newest.drop("record_key"), ["coordinator_partition", "record_offset"], "left_semi")
 
 
-def committed_offsets(records: DataFrame) -> DataFrame:
-    """Spec §7.2 without transactions: the newest offset record per key, tombstones delete."""
+def offset_winners(records: DataFrame) -> DataFrame:
+    """Spec §7.2 without transactions: the newest offset record per key (a tombstone means deleted)."""
     # Types 0 and 1 share the key layout and the broker converts type 0 to type 1 before replay, so the
     # key bytes after the 2-byte type prefix identify (group, topic, partition) whichever type wrote it.
     offset_records = records.where(F.col("record_type").isin(OFFSET_TYPES))
-    winners = last_writes(offset_records, F.expr("substring(key, 3)")).where(F.col("value").isNotNull())
-    return winners.select(
+    return last_writes(offset_records, F.expr("substring(key, 3)"))
+
+
+def committed_offsets(winners: DataFrame) -> DataFrame:
+    """The live offsets among the offset winners, decoded."""
+    return winners.where(F.col("value").isNotNull()).select(
         "coordinator_partition",
         "group_id",
         "record_offset",
@@ -70,27 +76,37 @@ def classic_group_records(records: DataFrame) -> DataFrame:
         "coordinator_partition",
         "group_id",
         F.col("record_offset").alias("metadata_record_offset"),
+        "record_timestamp",
         F.col("value").isNull().alias("is_tombstone"),
-        F.when(F.col("value").isNotNull(), decoded).alias("g"),
+        decoded.alias("g"),  # null for a tombstone
     )
 
 
-def group_activity(records: DataFrame) -> DataFrame:
-    """The newest record about each group (metadata or offsets, any family)."""
-    return (
-        records.where(F.col("group_id").isNotNull())
-        .groupBy("coordinator_partition", "group_id")
-        .agg(
-            F.max("record_offset").alias("last_record_offset"),
-            F.max_by("record_timestamp", "record_offset").alias("last_record_timestamp"),
-        )
+def group_activity(records: DataFrame, offset_winners: DataFrame, metadata: DataFrame) -> DataFrame:
+    """The newest record about each group (metadata or offsets, any family).
+
+    A group's newest record is the newest record of one of its keys, so the per-key winners (tombstones
+    included) stand in for the whole log of their families; other families are taken as they are.
+    """
+    reduced = OFFSET_TYPES + CLASSIC_TYPES
+    columns = ["coordinator_partition", "group_id", "record_offset", "record_timestamp"]
+    candidates = (
+        offset_winners.select(columns)
+        .unionByName(metadata.select(*columns[:2], F.col("metadata_record_offset").alias("record_offset"), columns[3]))
+        .unionByName(records.where(~F.col("record_type").isin(reduced) & F.col("group_id").isNotNull()).select(columns))
+    )
+    return candidates.groupBy("coordinator_partition", "group_id").agg(
+        F.max("record_offset").alias("last_record_offset"),
+        F.max_by("record_timestamp", "record_offset").alias("last_record_timestamp"),
     )
 
 
 def replay(records: DataFrame) -> ReplayedState:
     """Committed offsets plus the classic and simple groups that hold them."""
-    offsets = committed_offsets(records)
-    metadata = classic_group_records(records)
+    # One row per key: cached, as the groups, the offsets and the group activity all read them.
+    winners = offset_winners(records).persist(StorageLevel.MEMORY_AND_DISK)
+    offsets = committed_offsets(winners)
+    metadata = classic_group_records(records).persist(StorageLevel.MEMORY_AND_DISK)
 
     classic = metadata.where(~F.col("is_tombstone")).select(
         "coordinator_partition",
@@ -135,4 +151,4 @@ def replay(records: DataFrame) -> ReplayedState:
         )
     )
     groups = classic.unionByName(simple).withColumn("group_type", F.lit("classic"))
-    return ReplayedState(offsets=offsets, groups=groups)
+    return ReplayedState(offsets=offsets, groups=groups, activity=group_activity(records, winners, metadata))

@@ -97,8 +97,10 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
     topics = {f"{names[i % len(names)]}-{i}": rng.randint(1, 12) for i in range(max(4, records // 20_000))}
     topic_ids = {t: _topic_id(rng) for t in topics}
     groups = _plan_groups(rng, records, list(topics))
-    partitions_per_tick = sum(sum(topics[t] for t in g.topics) for g in groups if g.kind != "connect")
-    ticks = max(48, records // max(1, partitions_per_tick))
+    # Commits per tick if every group were always active, weighted by the share of the span it is active.
+    per_tick = sum(sum(topics[t] for t in g.topics) * (min(g.stop_tick, 1000) - g.start_tick) / 1000
+                   for g in groups if g.kind != "connect")
+    ticks = max(48, int(records / max(1.0, per_tick)))
     tick_ms = SPAN_MS // ticks
 
     writer = SampleWriter(output, partitions)

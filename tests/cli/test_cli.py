@@ -180,3 +180,10 @@ def test_describe_prints_like_kafka_consumer_groups(rebuilt):
 def test_every_command_is_documented():
     for name, command in cli.commands.items():
         assert command.help and "Example" in command.help or name == "demo", name
+
+
+def test_a_file_that_is_not_parquet_is_bad_input(spark, tmp_path):
+    (tmp_path / "dump").mkdir()
+    (tmp_path / "dump" / "x.parquet").write_text("hello")
+    result = invoke("rebuild", "--source", f"parquet:{tmp_path / 'dump'}", "--output", str(tmp_path / "o"))
+    one_line_error(result, "cannot read Parquet", "x.parquet")

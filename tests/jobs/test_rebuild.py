@@ -295,3 +295,15 @@ def test_lag_is_end_offset_minus_committed_and_may_be_negative(spark):
                                  "group_id string, topic string, partition int, committed_offset bigint, "
                                  "log_end_offset bigint, lag bigint, as_of timestamp")
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_corrupt_timestamps_become_nulls_not_failures(spark):
+    log = OffsetsLog()
+    log.commit("g", "t", 0, 1, T0, commit_ts=2**63 - 1)  # Spark's ANSI mode would overflow on +retention
+    log.commit("g", "t", 1, 1, T0, commit_ts=-(2**63))
+    log.commit("g", "t", 2, 1, T0, version=1, expire=2**63 - 1)
+    tables = rebuild_log(spark, log, as_of_ms=T0)
+    rows = rows_by(tables["committed_offsets"], "partition")
+    assert rows[0]["commit_timestamp"] is None and rows[0]["expires_at"] is None  # deadline overflowed: never
+    assert rows[1]["commit_timestamp"] is None and rows[2]["expire_timestamp"] is None
+    assert sorted(rows) == [0, 1, 2] and tables["expired_offsets"].count() == 0
