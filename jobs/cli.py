@@ -72,9 +72,27 @@ def rebuild_options(fn: Callable) -> Callable:
         click.option("--as-of", metavar="TIME", help="ISO-8601 or epoch ms. Default: newest record timestamp."),
         click.option("--retention-minutes", type=click.IntRange(min=1), metavar="N",
                      help="offsets.retention.minutes (default from conf/offsetlake.toml: 10080)."),
-        click.option("--end-offsets", metavar="PATH", help="Topic end offsets for consumer_lag: "
-                     "kafka-get-offsets.sh text (topic:partition:offset), CSV or Parquet."),
+        click.option("--end-offsets", metavar="PATH|kafka|kafka:HOST:PORT", help="Topic end offsets for "
+                     "consumer_lag: kafka-get-offsets.sh text (topic:partition:offset), CSV or Parquet; kafka "
+                     "fetches them now from the cluster of --source, kafka:HOST:PORT from another cluster."),
         click.option("--topic-ids", metavar="PATH", help="topic_id,topic CSV (base64url ids)."),
+    ]):
+        fn = option(fn)
+    return kafka_options(fn)
+
+
+def kafka_options(fn: Callable) -> Callable:
+    """Options for a live cluster (--source kafka:..., --end-offsets kafka[:...])."""
+    for option in reversed([
+        click.option("--kafka-config", metavar="FILE", help="Client properties (the format of Kafka tools' "
+                     "--command-config: security.protocol, sasl.*, ssl.*, client.id, ...)."),
+        click.option("--kafka-isolation", type=click.Choice(["read_committed", "read_uncommitted"]),
+                     help="Read the offsets topic with this isolation.level (default read_committed: aborted "
+                     "transactional commits are skipped)."),
+        click.option("--kafka-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                     help="Bound on every cluster request and on a partition read without progress (default 30)."),
+        click.option("--kafka-reader", type=click.Choice(["auto", "python", "spark"]), help="Spark's Kafka source "
+                     "(spark), the built-in Python data source (python), or spark when its jar is present (auto)."),
     ]):
         fn = option(fn)
     return fn
@@ -85,9 +103,11 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
     from jobs.config import RebuildConfig
     from jobs.pipeline import run
     from jobs.session import get_spark
+    from jobs.sources.kafka import task_errors
 
     cfg = RebuildConfig.build(**options)
-    return run(get_spark(), cfg)
+    with task_errors():  # a failed Kafka read task: its one line, not Spark's error text
+        return run(get_spark(), cfg)
 
 
 @cli.command()
@@ -98,6 +118,27 @@ def rebuild(**options: Any) -> None:
     Example: offsetlake rebuild --source parquet:dump/ --output tables/ --as-of 2026-11-21T08:00:00Z
     """
     click.echo(json.dumps(run_rebuild(**options)))
+
+
+@cli.command()
+@click.option("--source", required=True, metavar="SOURCE", help="kafka:HOST:PORT[,...] or parquet:PATH.")
+@click.option("--output", required=True, type=click.Path(), metavar="PATH", help="Parquet dump to write (must not exist).")
+@kafka_options
+def dump(source: str, output: str, **kafka: Any) -> None:
+    """Write SOURCE's raw records as a Parquet dump (the contract's input), to rebuild later at any as-of.
+
+    Example: offsetlake dump --source kafka:broker1:9092 --kafka-config client.properties --output dump/
+    """
+    from jobs.config import KafkaOptions, SourceSpec
+    from jobs.dump import write_dump
+    from jobs.session import get_spark
+    from jobs.sources.kafka import task_errors
+
+    options = KafkaOptions.build(kafka["kafka_config"], kafka["kafka_isolation"], kafka["kafka_timeout"],
+                                 kafka["kafka_reader"])
+    spec = SourceSpec.parse(source)
+    with task_errors():
+        click.echo(json.dumps(write_dump(get_spark(), spec, options, Path(output))))
 
 
 @cli.command()

@@ -62,6 +62,37 @@ def parse_time(text: str) -> datetime:
     return parsed.astimezone(timezone.utc)
 
 
+KAFKA_ISOLATION = ("read_committed", "read_uncommitted")
+KAFKA_READERS = ("auto", "python", "spark")
+
+
+@dataclass(frozen=True)
+class KafkaOptions:
+    """How to talk to a live cluster (--source kafka:..., --end-offsets kafka[:...])."""
+
+    config_file: Path | None = None  # Java client properties (--command-config format)
+    isolation: str = "read_committed"  # spec §1: aborted transactional commits must not look real
+    timeout_s: float = 30.0  # every cluster call and every partition read is bounded by this
+    reader: str = "auto"  # auto: Spark's Kafka source when its jar is on the classpath, else the Python one
+
+    @classmethod
+    def build(cls, config_file: str | None = None, isolation: str | None = None, timeout_s: float | None = None,
+              reader: str | None = None) -> "KafkaOptions":
+        path = None
+        if config_file is not None:
+            path = Path(config_file)
+            if not path.is_file():
+                raise BadInput(f"--kafka-config {config_file}: no such file")
+        if isolation is not None and isolation not in KAFKA_ISOLATION:
+            raise BadInput(f"--kafka-isolation {isolation!r}: expected read_committed or read_uncommitted")
+        if timeout_s is not None and not timeout_s > 0:
+            raise BadInput(f"--kafka-timeout {timeout_s}: must be a positive number of seconds")
+        if reader is not None and reader not in KAFKA_READERS:
+            raise BadInput(f"--kafka-reader {reader!r}: expected auto, python or spark")
+        default = cls()
+        return cls(path, isolation or default.isolation, timeout_s or default.timeout_s, reader or default.reader)
+
+
 @dataclass(frozen=True)
 class RebuildConfig:
     """Everything one rebuild needs; built by the CLI, consumed by pipeline.run."""
@@ -72,6 +103,7 @@ class RebuildConfig:
     retention_minutes: int = 10080
     end_offsets: str | None = None
     topic_ids: Path | None = None
+    kafka: KafkaOptions = KafkaOptions()
 
     @property
     def retention_ms(self) -> int:
@@ -86,6 +118,10 @@ class RebuildConfig:
         retention_minutes: int | None = None,
         end_offsets: str | None = None,
         topic_ids: str | None = None,
+        kafka_config: str | None = None,
+        kafka_isolation: str | None = None,
+        kafka_timeout: float | None = None,
+        kafka_reader: str | None = None,
     ) -> "RebuildConfig":
         retention = defaults()["rebuild"]["retention_minutes"] if retention_minutes is None else retention_minutes
         if retention <= 0:
@@ -102,4 +138,5 @@ class RebuildConfig:
             retention_minutes=retention,
             end_offsets=end_offsets,
             topic_ids=topic_ids_path,
+            kafka=KafkaOptions.build(kafka_config, kafka_isolation, kafka_timeout, kafka_reader),
         )

@@ -19,7 +19,7 @@ from pyspark.sql.types import DataType
 
 from jobs.types import parse_columns
 
-from offsets_codec import DecodeError, decode_key, decode_value
+from offsets_codec import REGISTRY, DecodeError, decode_key, decode_value
 from offsets_codec.consumer_protocol import decode_assignment, decode_subscription, subscribed_topics_v0
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -41,6 +41,20 @@ GROUP_METADATA_DDL = (
     "protocol_type string, generation int, protocol string, leader_id string, "
     "current_state_timestamp_ms bigint, value_version smallint, "
     f"members array<{MEMBER_DDL}>, subscribed_topics array<string>"
+)
+
+# KIP-848 consumer, share and streams records: one superset struct, each record type filling its fields.
+PARTITIONS_DDL = "array<struct<topic_id:string,subtopology_id:string,partition:int,assignment_epoch:int>>"
+MODERN_DDL = (
+    "member_id string, regex string, epoch int, metadata_hash bigint, validated_topology_epoch int, "
+    "assignment_epoch int, instance_id string, rack_id string, client_id string, client_host string, "
+    "subscribed_topic_names array<string>, subscribed_topic_regex string, rebalance_timeout_ms int, "
+    "server_assignor string, classic_session_timeout_ms int, is_classic_member boolean, topology_epoch int, "
+    "process_id string, member_epoch int, previous_member_epoch int, member_state smallint, "
+    f"assigned {PARTITIONS_DDL}, pending_revocation {PARTITIONS_DDL}, "
+    "topic_names array<struct<topic_id:string,topic:string>>, regex_topics array<string>, "
+    "subtopologies array<struct<subtopology_id:string,source_topics:array<string>,source_topic_regex:array<string>,"
+    "repartition_source_topics:array<string>,repartition_sink_topics:array<string>,changelog_topics:array<string>>>"
 )
 
 
@@ -73,7 +87,8 @@ def check_record(key: bytes | None, value: bytes | None) -> tuple[int | None, st
     try:
         decode_value(record_type, value)
     except DecodeError as e:
-        return record_type, None, str(e)
+        hint = REGISTRY[record_type].early_access
+        return record_type, None, f"{e} (possibly an early-access record: {hint})" if hint else str(e)
     return checked_key
 
 
@@ -179,6 +194,108 @@ def _broker_subscribed_topics(d: dict[str, Any], is_consumer: bool) -> list[str]
     return sorted(topics)
 
 
+def modern_columns(key: bytes, value: bytes | None) -> dict[str, Any]:
+    """A consumer, share or streams group record (types 3-23) as MODERN_DDL columns; absent fields are null.
+
+    A tombstone still yields its key's member id or regular expression (tombstones name what they delete).
+    """
+    k = decode_key(key)
+    row: dict[str, Any] = {"member_id": k.data.get("MemberId"), "regex": k.data.get("RegularExpression")}
+    if value is not None:
+        row.update(_MODERN_FIELDS[REGISTRY[k.record_type].name](decode_value(k.record_type, value).data))
+    return row
+
+
+def _group_epoch(v: dict) -> dict:
+    return {"epoch": v["Epoch"], "metadata_hash": v.get("MetadataHash"),
+            "validated_topology_epoch": v.get("ValidatedTopologyEpoch")}
+
+
+def _assignment_epoch(v: dict) -> dict:
+    return {"assignment_epoch": v["AssignmentEpoch"]}
+
+
+def _member(v: dict) -> dict:
+    classic = v.get("ClassicMemberMetadata")
+    is_classic = bool(classic and classic.get("SupportedProtocols"))
+    return {
+        "instance_id": v.get("InstanceId"), "rack_id": v.get("RackId"), "client_id": v["ClientId"],
+        "client_host": v["ClientHost"], "subscribed_topic_names": v.get("SubscribedTopicNames"),
+        "subscribed_topic_regex": v.get("SubscribedTopicRegex"),
+        "rebalance_timeout_ms": _sentinel(v.get("RebalanceTimeoutMs", -1)), "server_assignor": v.get("ServerAssignor"),
+        "classic_session_timeout_ms": classic["SessionTimeoutMs"] if is_classic else None,
+        "is_classic_member": is_classic, "topology_epoch": v.get("TopologyEpoch"), "process_id": v.get("ProcessId"),
+    }
+
+
+def _partitions(entries: list[dict] | None, default_epoch: int | None, by: str = "TopicId") -> list[dict]:
+    """Topic (or subtopology) partitions, one row each, with its assignment epoch where known.
+
+    Without the AssignmentEpochs tag a partition's epoch is max(member epoch, 0) (Utils.assignmentFromTopicPartitions).
+    """
+    rows = []
+    for e in entries or []:
+        epochs = e.get("AssignmentEpochs") or []
+        for i, p in enumerate(e["Partitions"]):
+            rows.append({"topic_id": e.get("TopicId") if by == "TopicId" else None,
+                         "subtopology_id": e.get("SubtopologyId"), "partition": p,
+                         "assignment_epoch": epochs[i] if i < len(epochs) else default_epoch})
+    return rows
+
+
+def _current_assignment(v: dict) -> dict:
+    epoch = max(v["MemberEpoch"], 0)
+    if "ActiveTasks" in v:  # streams: tasks are (subtopology, partition)
+        assigned = _partitions(v["ActiveTasks"], epoch, by="SubtopologyId")
+        pending = _partitions(v["ActiveTasksPendingRevocation"], epoch, by="SubtopologyId")
+    else:
+        assigned = _partitions(v["AssignedPartitions"], epoch)
+        pending = _partitions(v.get("PartitionsPendingRevocation"), epoch)
+    return {"member_epoch": v["MemberEpoch"], "previous_member_epoch": v["PreviousMemberEpoch"],
+            "member_state": v["State"], "assigned": assigned, "pending_revocation": pending}
+
+
+def _target_assignment(v: dict) -> dict:
+    if "ActiveTasks" in v:
+        return {"assigned": _partitions(v["ActiveTasks"], None, by="SubtopologyId")}
+    return {"assigned": _partitions(v["TopicPartitions"], None)}
+
+
+def _topic_names(v: dict) -> dict:
+    lists = [v.get("Topics"), v.get("InitializingTopics"), v.get("InitializedTopics"), v.get("DeletingTopics")]
+    return {"topic_names": [{"topic_id": t["TopicId"], "topic": t["TopicName"]} for ts in lists for t in ts or []]}
+
+
+def _topology(v: dict) -> dict:
+    return {"epoch": v["Epoch"], "subtopologies": [{
+        "subtopology_id": s["SubtopologyId"], "source_topics": s["SourceTopics"],
+        "source_topic_regex": s["SourceTopicRegex"],
+        "repartition_source_topics": [t["Name"] for t in s["RepartitionSourceTopics"]],
+        "repartition_sink_topics": s["RepartitionSinkTopics"],
+        "changelog_topics": [t["Name"] for t in s["StateChangelogTopics"]],
+    } for s in v["Subtopologies"]]}
+
+
+# Which columns each modern record fills, by the record's name in the codec's registry.
+_MODERN_FIELDS: dict[str, Callable[[dict], dict]] = {
+    "ConsumerGroupMetadata": _group_epoch, "ShareGroupMetadata": _group_epoch, "StreamsGroupMetadata": _group_epoch,
+    "ConsumerGroupTargetAssignmentMetadata": _assignment_epoch,
+    "ShareGroupTargetAssignmentMetadata": _assignment_epoch,
+    "StreamsGroupTargetAssignmentMetadata": _assignment_epoch,
+    "ConsumerGroupMemberMetadata": _member, "ShareGroupMemberMetadata": _member, "StreamsGroupMemberMetadata": _member,
+    "ConsumerGroupCurrentMemberAssignment": _current_assignment,
+    "ShareGroupCurrentMemberAssignment": _current_assignment,
+    "StreamsGroupCurrentMemberAssignment": _current_assignment,
+    "ConsumerGroupTargetAssignmentMember": _target_assignment,
+    "ShareGroupTargetAssignmentMember": _target_assignment,
+    "StreamsGroupTargetAssignmentMember": _target_assignment,
+    "ConsumerGroupPartitionMetadata": _topic_names, "ShareGroupPartitionMetadata": _topic_names,
+    "ShareGroupStatePartitionMetadata": _topic_names, "StreamsGroupPartitionMetadata": _topic_names,
+    "ConsumerGroupRegularExpression": lambda v: {"regex_topics": v["Topics"]},
+    "StreamsGroupTopology": _topology,
+}
+
+
 def _sentinel(n: int) -> int | None:
     """Kafka's Utils.ofSentinel: -1 means absent."""
     return None if n == -1 else n
@@ -195,6 +312,7 @@ def _arrow_type(ddl: str) -> tuple[DataType, pa.DataType]:
 _CHECK_SPARK, _CHECK_ARROW = _arrow_type(CHECK_DDL)
 _OFFSET_SPARK, _OFFSET_ARROW = _arrow_type(OFFSET_COMMIT_DDL)
 _GROUP_SPARK, _GROUP_ARROW = _arrow_type(GROUP_METADATA_DDL)
+_MODERN_SPARK, _MODERN_ARROW = _arrow_type(MODERN_DDL)
 
 
 def _rows_to_struct(rows: Iterable[dict[str, Any] | None], arrow_type: pa.DataType) -> pa.Array:
@@ -215,23 +333,26 @@ def _check_udf(keys: pa.Array, values: pa.Array) -> pa.Array:
     )
 
 
-def _decode_udf(fn: Callable[..., dict[str, Any]], arrow_type: pa.DataType, spark_type: DataType):
-    """Wrap a per-record decoder whose last argument is the value; a tombstone gives a null struct.
+def _decode_udf(fn: Callable[..., dict[str, Any]], arrow_type: pa.DataType, spark_type: DataType,
+                tombstones: bool = False):
+    """Wrap a per-record decoder whose last argument is the value.
 
-    (Spark evaluates a Python UDF on every row it is handed, whatever CASE WHEN surrounds it, so the
-    wrapper itself must not trip over tombstones.)
+    A tombstone gives a null struct unless `fn` handles tombstones itself. (Spark evaluates a Python UDF
+    on every row it is handed, whatever CASE WHEN surrounds it, so the wrapper must not trip over them.)
     """
 
     @arrow_udf(spark_type)
     def udf(*columns: pa.Array) -> pa.Array:
         rows = zip(*(c.to_pylist() for c in columns))
-        return _rows_to_struct((None if args[-1] is None else fn(*args) for args in rows), arrow_type)
+        return _rows_to_struct((fn(*args) if tombstones or args[-1] is not None else None for args in rows),
+                               arrow_type)
 
     return udf
 
 
 _offset_udf = _decode_udf(offset_commit_columns, _OFFSET_ARROW, _OFFSET_SPARK)
 _group_udf = _decode_udf(group_metadata_columns, _GROUP_ARROW, _GROUP_SPARK)
+_modern_udf = _decode_udf(modern_columns, _MODERN_ARROW, _MODERN_SPARK, tombstones=True)
 
 
 def check(key: Column, value: Column) -> Column:
@@ -247,3 +368,8 @@ def offset_commit(key: Column, value: Column) -> Column:
 def group_metadata(record_type: Column, value: Column) -> Column:
     """Decoded classic group columns; only for valid, non-tombstone type-2 records."""
     return _group_udf(record_type, value)
+
+
+def modern(key: Column, value: Column) -> Column:
+    """Decoded MODERN_DDL columns; for tombstones only the key's member id / regular expression."""
+    return _modern_udf(key, value)

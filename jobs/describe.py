@@ -6,6 +6,7 @@ column shows the coordinator partition, since a log holds no broker address.
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,10 @@ def describe_group(output: Path, group_id: str, view: str, verbose: bool) -> tup
         return f"\nError: GroupId {group_id} is not a consumer group ({g['protocol_type']}).\n", ""
     members = _rows(output, "group_members", group_id)
     if view == "state":
-        return _state(g, verbose), _notice(g)
+        return _state(g, members, verbose), _notice(g)
     if view == "members":
-        return _members(g, members, verbose), _notice(g)
+        targets = _rows(output, "group_target_assignments", group_id) if g["group_type"] != "classic" else []
+        return _members(g, members, targets, verbose), _notice(g)
     return _offsets(g, members, _rows(output, "committed_offsets", group_id),
                     _rows(output, "consumer_lag", group_id), verbose)
 
@@ -97,12 +99,12 @@ def _assignment(partitions: list[dict]) -> str:
     """topicA:0,1,2;topicB:0 with partitions sorted, topic entries sorted as strings; `-` when empty."""
     by_topic: dict[str, list[int]] = {}
     for a in partitions:
-        by_topic.setdefault(_text(a["topic"]), []).append(a["partition"])
+        by_topic.setdefault(a["topic"] or a.get("topic_id") or MISSING, []).append(a["partition"])
     entries = sorted(f"{t}:" + ",".join(str(p) for p in sorted(ps)) for t, ps in by_topic.items())
     return ";".join(entries) or MISSING
 
 
-def _members(g: dict, members: list[dict], verbose: bool) -> str:
+def _members(g: dict, members: list[dict], targets: list[dict], verbose: bool) -> str:
     instance = [m["group_instance_id"] or "" for m in members]
     with_instance = any(instance)
     w_group = max([15] + [len(g["group_id"])])
@@ -111,8 +113,14 @@ def _members(g: dict, members: list[dict], verbose: bool) -> str:
     w_host = max([15] + [len(m["client_host"]) for m in members])
     w_client = max([15] + [len(m["client_id"]) for m in members])
     current = [_assignment(m["assigned_partitions"]) for m in members]
+    target = [_assignment([t for t in targets if t["member_id"] == m["member_id"]]) for m in members]
+    modern = g["group_type"] != "classic"
+    target_epoch = _text(g["target_assignment_epoch"]) if modern else MISSING
+    # UPGRADED appears when a consumer group mixes classic-protocol and consumer-protocol members.
+    classic_flags = {bool(m["is_classic_member"]) for m in members} if modern else set()
+    upgraded = len(classic_flags) == 2
     w_current = max([20] + [len(c) for c in current])
-    w_target = 20  # classic groups have no target assignment
+    w_target = max([20] + [len(t) for t in target])
 
     def line(cols: list[str]) -> str:
         if with_instance:
@@ -123,28 +131,45 @@ def _members(g: dict, members: list[dict], verbose: bool) -> str:
         return "".join(f"{v:<{w}} " for v, w in zip(cols, widths))
 
     def verbose_part(cols: list[str]) -> str:
-        return f"{cols[0]:<15} {cols[1]:<{w_current}} {cols[2]:<15} {cols[3]:<{w_target}}" if verbose else ""
+        if not verbose:
+            return ""
+        text = f"{cols[0]:<15} {cols[1]:<{w_current}} {cols[2]:<15} {cols[3]:<{w_target}}"
+        return text + f" {cols[4]}" if upgraded else text
 
     out = "\n" + line(["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"])
-    out += verbose_part(["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]) + "\n"
-    for m, inst, cur in zip(members, instance, current):
+    out += verbose_part(["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "UPGRADED"]) + "\n"
+    for m, inst, cur, tgt in zip(members, instance, current, target):
         out += line([g["group_id"], m["member_id"], inst, m["client_host"], m["client_id"],
                      str(len(m["assigned_partitions"]))])
-        out += verbose_part([_text(m["member_epoch"]), cur, MISSING, MISSING]) + "\n"
+        upgraded_text = str(not m["is_classic_member"]).lower()
+        out += verbose_part([_text(m["member_epoch"]), cur, target_epoch, tgt, upgraded_text]) + "\n"
     return out
 
 
-def _state(g: dict, verbose: bool) -> str:
+def _state(g: dict, members: list[dict], verbose: bool) -> str:
     coordinator = f"__consumer_offsets-{g['coordinator_partition']}  (-)"
     w_group, w_coord = max(15, len(g["group_id"])), max(25, len(coordinator))
-    strategy = g["protocol"] if g["state"] == "Stable" and g["protocol"] else MISSING
+    strategy = _strategy(g, members)
     if verbose:
         widths = [w_group, w_coord, 20, 20, 15, 25]  # #MEMBERS is last and unpadded
         header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH",
                   "#MEMBERS"]
-        row = [g["group_id"], coordinator, strategy, g["state"], MISSING, MISSING, str(g["member_count"])]
+        modern = g["group_type"] != "classic"
+        epochs = [_text(g["generation"]), _text(g["target_assignment_epoch"])] if modern else [MISSING, MISSING]
+        row = [g["group_id"], coordinator, strategy, g["state"], *epochs, str(g["member_count"])]
     else:
         widths = [w_group, w_coord, 20, 20]
         header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
         row = [g["group_id"], coordinator, strategy, g["state"], str(g["member_count"])]
     return "\n" + _printf(widths, header) + "\n" + _printf(widths, row) + "\n"
+
+
+def _strategy(g: dict, members: list[dict]) -> str:
+    """ASSIGNMENT-STRATEGY: a classic group's protocol when Stable; a consumer group's most common server
+    assignor, else the broker default `uniform` (first of group.consumer.assignors)."""
+    if g["group_type"] == "classic":
+        return g["protocol"] if g["state"] == "Stable" and g["protocol"] else MISSING
+    if g["group_type"] != "consumer":
+        return MISSING
+    assignors = Counter(m["server_assignor"] for m in members if m["server_assignor"])
+    return assignors.most_common(1)[0][0] if assignors else "uniform"

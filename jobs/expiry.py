@@ -25,10 +25,15 @@ def retention_base() -> Column:
     """The time an offset's retention is measured from, or null when the group's condition forbids expiry."""
     protocol_type = F.col("protocol_type")
     state = F.col("state")
+    group_type = F.col("group_type")
     commit_time = F.col("commit_timestamp_ms")
     return (
+        # Share groups hold no committed offsets; Kafka's offsetExpirationCondition throws for them.
+        F.when(group_type == "share", F.lit(None).cast("bigint"))
+        # Consumer (KIP-848) and streams groups: commit time, in any state (unsubscribed topics only).
+        .when(group_type != "classic", commit_time)
         # Simple groups (no protocol type): commit time.
-        F.when(protocol_type.isNull(), commit_time)
+        .when(protocol_type.isNull(), commit_time)
         # Empty classic groups: from when the group became Empty (v2+), else the commit time.
         .when(state == "Empty", F.coalesce(F.col("current_state_timestamp_ms"), commit_time))
         # Stable consumer-protocol groups with a known subscription: commit time (unsubscribed topics only).
@@ -46,7 +51,8 @@ def is_candidate() -> Column:
 def apply_expiry(offsets: DataFrame, groups: DataFrame, as_of_ms: int, retention_ms: int) -> ExpiredState:
     """Split offsets into live and expired at as_of, and drop Empty groups left with no offsets (§8.4)."""
     group_cols = groups.select(
-        "coordinator_partition", "group_id", "protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics"
+        "coordinator_partition", "group_id", "group_type", "protocol_type", "state", "current_state_timestamp_ms",
+        "subscribed_topics",
     )
     base = retention_base()
     explicit = F.col("expire_timestamp_ms")
@@ -59,7 +65,7 @@ def apply_expiry(offsets: DataFrame, groups: DataFrame, as_of_ms: int, retention
         F.try_subtract(F.lit(as_of_ms), base) >= F.lit(retention_ms)
     )
     expired_now = is_candidate() & F.coalesce(kafka_condition, F.lit(False))
-    drop = ["protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics"]
+    drop = ["group_type", "protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics"]
     live = judged.where(~expired_now).withColumnRenamed("deadline_ms", "expires_at_ms").drop(*drop)
     expired = judged.where(expired_now).withColumn("expires_at_ms", F.col("deadline_ms")).withColumnRenamed(
         "deadline_ms", "expired_at_ms"
@@ -69,7 +75,8 @@ def apply_expiry(offsets: DataFrame, groups: DataFrame, as_of_ms: int, retention
     surviving = (
         groups.join(counts, ["coordinator_partition", "group_id"], "left")
         .withColumn("offset_count", F.coalesce("offset_count", F.lit(0)))
-        # The cleanup deletes an Empty group once no committed offsets remain (no open transactions here).
-        .where(~((F.col("state") == "Empty") & (F.col("offset_count") == 0)))
+        # The cleanup deletes an Empty group once no committed offsets remain (no open transactions here);
+        # share groups are never deleted this way (ShareGroup.shouldExpire is false).
+        .where(~((F.col("state") == "Empty") & (F.col("offset_count") == 0) & (F.col("group_type") != "share")))
     )
     return ExpiredState(offsets=live, expired=expired, groups=surviving)

@@ -19,7 +19,7 @@ from jobs.lag import consumer_lag
 from jobs.replay import replay
 from jobs.sink import TableSink
 from jobs.sources import read_source
-from jobs.sources.end_offsets import read_end_offsets
+from jobs.sources.end_offsets import is_live, live_cluster, live_end_offsets, read_end_offsets
 from jobs.sources.topic_ids import read_topic_ids
 from jobs.tables import TABLES, spark_schema
 from offsets_codec import REGISTRY
@@ -48,14 +48,15 @@ def check_records(raw: DataFrame) -> DataFrame:
     ).select("*", "check.*").drop("check")
 
 
-def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets: DataFrame | None) -> dict[str, DataFrame]:
+def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets: DataFrame | None,
+            topic_ids: DataFrame | None = None) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed)."""
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
     in_window = F.col("record_timestamp").isNull() | (F.col("record_timestamp") <= F.lit(as_of).cast("timestamp"))
     valid = checked.where(F.col("error").isNull() & in_window)
 
-    state = replay(valid)
+    state = replay(valid, topic_ids)
     # Winners are decoded once and then read by several tables.
     offsets = state.offsets.persist(StorageLevel.MEMORY_AND_DISK)
     groups = state.groups.persist(StorageLevel.MEMORY_AND_DISK)
@@ -66,19 +67,11 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
 
     existing = expiry.groups.join(state.activity, GROUP_KEY, "left")
     consumer_groups = existing.select(
-        "*",
-        F.size("members").cast("int").alias("member_count"),
-        ms_to_timestamp(F.col("current_state_timestamp_ms")).alias("current_state_timestamp"),
-        as_of_col,
-    )
-    members = existing.select(*GROUP_KEY, F.explode("members").alias("m"), as_of_col).select(
-        "group_id",
-        "m.*",
-        F.lit(None).cast("string").alias("rack_id"),  # classic members carry no rack in the group record
-        F.lit(None).cast("int").alias("member_epoch"),
-        "as_of",
-        "coordinator_partition",
-    )
+        "*", ms_to_timestamp(F.col("current_state_timestamp_ms")).alias("current_state_timestamp"), as_of_col)
+
+    def of_existing_groups(rows: DataFrame) -> DataFrame:
+        return rows.join(existing.select(*GROUP_KEY), GROUP_KEY, "left_semi").select("*", as_of_col)
+
     if end_offsets is None:
         lag = checked.sparkSession.createDataFrame([], spark_schema("consumer_lag"))
     else:
@@ -90,9 +83,13 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         "committed_offsets": committed,
         "expired_offsets": expired,
         "consumer_groups": consumer_groups,
-        "group_members": members,
+        "group_members": of_existing_groups(state.members),
+        "group_target_assignments": of_existing_groups(state.targets),
+        "streams_topologies": of_existing_groups(state.topologies),
         "consumer_lag": lag,
         "quarantine": quarantine,
+        # Not a table: groups whose records Kafka's strict replay would have refused (for the run summary).
+        "replay_violations": state.violations,
     }
 
 
@@ -145,10 +142,13 @@ def _family(name: str) -> str | None:
 def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     """Read, rebuild and write every table; returns the run summary (the CLI prints it as JSON)."""
     started = time.monotonic()
-    raw = read_source(spark, cfg.source)
-    end_offsets = read_end_offsets(spark, cfg.end_offsets) if cfg.end_offsets else None
-    # Classic groups name their topics; the id map is for modern groups' assignments (not rebuilt yet).
+    # Live end offsets (--end-offsets kafka[:HOST:PORT]) are fetched after the rebuild, for its committed offsets.
+    live_ends = live_cluster(cfg.end_offsets, cfg.source, cfg.kafka) if cfg.end_offsets and is_live(cfg.end_offsets) else None
+    raw = read_source(spark, cfg.source, cfg.kafka)
+    end_offsets = read_end_offsets(spark, cfg.end_offsets) if cfg.end_offsets and live_ends is None else None
+    # Modern groups' assignments name topics by id; classic groups and offset commits name them directly.
     topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
+    topic_id_frame = spark.createDataFrame(sorted(topic_ids.items()), "topic_id string, topic string") if topic_ids else None
     log.info("checking every record of %s", cfg.source)
     checked = check_records(raw).persist(StorageLevel.MEMORY_AND_DISK)
     counts = record_counts(checked, cfg.as_of)
@@ -158,12 +158,18 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
              counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
              as_of.isoformat(), cfg.retention_minutes)
 
-    tables = rebuild(checked, as_of, cfg.retention_ms, end_offsets)
+    tables = rebuild(checked, as_of, cfg.retention_ms, end_offsets, topic_id_frame)
+    if live_ends is not None:
+        committed = tables["committed_offsets"]
+        tables["consumer_lag"] = consumer_lag(committed, live_end_offsets(spark, committed, live_ends))
     sink = TableSink(spark, cfg.output)
     try:
         for name in TABLES:
             sink.stage(name, tables[name])
         orphans = _orphan_groups(sink)
+        violations = [{"group_id": r.group_id, "reason": r.reason}
+                      for r in tables["replay_violations"].orderBy("group_id").limit(1000).collect()]
+        unresolved = _unresolved_topic_ids(sink)
         written = sink.commit()
     except BaseException:
         sink.discard()
@@ -180,6 +186,8 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         "consumer_lag": sink.rows["consumer_lag"],
         "as_of": as_of.isoformat().replace("+00:00", "Z"),
         "orphan_groups": orphans,
+        "replay_violations": violations,
+        "unresolved_topic_ids": unresolved,
         "records_after_as_of": counts["records_after_as_of"],
         "records_by_type": counts["records_by_type"],
         "modern_group_records": counts["modern_group_records"],
@@ -196,3 +204,15 @@ def _orphan_groups(sink: TableSink) -> list[str]:
     staged = pads.dataset(sink.staging / "consumer_groups", format="parquet")
     ids = staged.to_table(columns=["group_id"], filter=pc.field("is_orphan")).column("group_id").to_pylist()
     return sorted(ids)
+
+
+def _unresolved_topic_ids(sink: TableSink) -> int:
+    """Assigned partitions (current and target) whose topic id no mapping could name."""
+    members = pads.dataset(sink.staging / "group_members", format="parquet").to_table(columns=["assigned_partitions"])
+    current = pc.list_flatten(members.column("assigned_partitions"))
+    targets = pads.dataset(sink.staging / "group_target_assignments", format="parquet").to_table(columns=["topic", "topic_id"])
+    unnamed = 0
+    for topic, topic_id in ((pc.struct_field(current, "topic"), pc.struct_field(current, "topic_id")),
+                            (targets.column("topic"), targets.column("topic_id"))):
+        unnamed += pc.sum(pc.and_(pc.is_null(topic), pc.is_valid(topic_id))).as_py() or 0
+    return unnamed

@@ -16,7 +16,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import decode
+from jobs.modern import CLASSIC, GROUP_KEY, MEMBER_KEY, replay_modern
 from offsets_codec import REGISTRY
+
+# Member state names by family and code (modern/MemberState.java, streams/MemberState.java).
+MEMBER_STATES = {
+    **{f"{f}:{c}": n for f in ("consumer", "share") for c, n in
+       ((0, "STABLE"), (1, "UNREVOKED_PARTITIONS"), (2, "UNRELEASED_PARTITIONS"), (127, "UNKNOWN"))},
+    **{f"streams:{c}": n for c, n in ((1, "STABLE"), (2, "UNREVOKED_TASKS"), (3, "UNRELEASED_TASKS"), (127, "UNKNOWN"))},
+}
 
 
 def record_types(family: str) -> list[int]:
@@ -33,8 +41,13 @@ class ReplayedState:
     """The state a coordinator would hold after loading the log up to as_of, before expiry."""
 
     offsets: DataFrame  # live committed offsets, one row per (group, topic, partition)
-    groups: DataFrame  # classic and simple groups, one row per group id (members as an array)
+    groups: DataFrame  # groups of every family, one row per group id
     activity: DataFrame  # the newest record about each group: last_record_offset, last_record_timestamp
+    members: DataFrame  # members of those groups (classic and modern), group_members columns
+    targets: DataFrame  # modern target assignments, one row per (member, topic, partition)
+    topologies: DataFrame  # streams topologies, one row per subtopology
+    identity: DataFrame  # who holds each group id
+    violations: DataFrame  # (group_id, coordinator_partition, reason): sequences Kafka's strict replay refuses
 
 
 def last_writes(records: DataFrame, record_key: Column) -> DataFrame:
@@ -101,54 +114,127 @@ def group_activity(records: DataFrame, offset_winners: DataFrame, metadata: Data
     )
 
 
-def replay(records: DataFrame) -> ReplayedState:
-    """Committed offsets plus the classic and simple groups that hold them."""
+def replay(records: DataFrame, topic_ids: DataFrame | None = None) -> ReplayedState:
+    """Committed offsets plus the groups of every family that hold them, and their members."""
     # One row per key: cached, as the groups, the offsets and the group activity all read them.
     winners = offset_winners(records).persist(StorageLevel.MEMORY_AND_DISK)
     offsets = committed_offsets(winners)
     metadata = classic_group_records(records).persist(StorageLevel.MEMORY_AND_DISK)
+    modern = replay_modern(records, metadata, last_writes)
+    identity = modern.identity
 
-    classic = metadata.where(~F.col("is_tombstone")).select(
-        "coordinator_partition",
-        "group_id",
+    held_by_classic = identity.where(F.col("holder") == CLASSIC).select(*GROUP_KEY)
+    classic = metadata.where(~F.col("is_tombstone")).join(held_by_classic, GROUP_KEY, "left_semi")
+    classic_groups = classic.select(
+        *GROUP_KEY,
+        F.lit(CLASSIC).alias("group_type"),
         F.col("g.protocol_type").alias("protocol_type"),
         F.when(F.size("g.members") == 0, "Empty").otherwise("Stable").alias("state"),
         F.col("g.generation").alias("generation"),
         F.col("g.protocol").alias("protocol"),
         F.col("g.leader_id").alias("leader_id"),
         F.col("g.current_state_timestamp_ms").alias("current_state_timestamp_ms"),
-        F.col("g.members").alias("members"),
+        F.size("g.members").cast("int").alias("member_count"),
         F.col("g.subscribed_topics").alias("subscribed_topics"),
         "metadata_record_offset",
-        F.lit(False).alias("is_orphan"),
+    )
+    modern_groups = modern.groups.select(
+        *GROUP_KEY, "group_type", "protocol_type", "state", "generation",
+        F.lit(None).cast("string").alias("protocol"), F.lit(None).cast("string").alias("leader_id"),
+        F.lit(None).cast("bigint").alias("current_state_timestamp_ms"), "member_count", "subscribed_topics",
+        "metadata_record_offset", "target_assignment_epoch", "topology_epoch",
     )
 
-    # A group id with offsets but no live type-2 record is a "simple" group (state Empty, generation 0,
-    # no protocol type). When its newest type-2 record is a tombstone and no commit came after it, the
-    # offsets are orphans the pre-4.0 coordinator loaded as a simple group (contract, "orphan_groups").
-    offset_groups = offsets.groupBy("coordinator_partition", "group_id").agg(
-        F.max("record_offset").alias("newest_commit_offset")
-    )
-    tombstones = metadata.where(F.col("is_tombstone")).select(
-        "coordinator_partition", "group_id", F.col("metadata_record_offset").alias("tombstone_offset")
-    )
+    # A group id with offsets that no family holds is a "simple" group (state Empty, generation 0, no protocol
+    # type). When the newest record that removed its group (a type-2 or modern group tombstone) came after
+    # every commit, the offsets are orphans the pre-4.0 coordinator loaded as a simple group ("orphan_groups").
+    offset_groups = offsets.groupBy(*GROUP_KEY).agg(F.max("record_offset").alias("newest_commit_offset"))
     simple = (
-        offset_groups.join(classic.select("coordinator_partition", "group_id"), ["coordinator_partition", "group_id"], "left_anti")
-        .join(tombstones, ["coordinator_partition", "group_id"], "left")
+        offset_groups.join(identity.where(F.col("holder").isNotNull()), GROUP_KEY, "left_anti")
+        .join(identity.select(*GROUP_KEY, "newest_identity_offset"), GROUP_KEY, "left")
         .select(
-            "coordinator_partition",
-            "group_id",
-            F.lit(None).cast("string").alias("protocol_type"),
+            *GROUP_KEY,
+            F.lit(CLASSIC).alias("group_type"),
             F.lit("Empty").alias("state"),
             F.lit(0).alias("generation"),
-            F.lit(None).cast("string").alias("protocol"),
-            F.lit(None).cast("string").alias("leader_id"),
-            F.lit(None).cast("bigint").alias("current_state_timestamp_ms"),
-            F.array().cast(classic.schema["members"].dataType).alias("members"),
+            F.lit(0).alias("member_count"),
             F.array().cast("array<string>").alias("subscribed_topics"),
-            F.lit(None).cast("bigint").alias("metadata_record_offset"),
-            F.coalesce(F.col("tombstone_offset") > F.col("newest_commit_offset"), F.lit(False)).alias("is_orphan"),
+            F.coalesce(F.col("newest_identity_offset") > F.col("newest_commit_offset"), F.lit(False)).alias("is_orphan"),
         )
     )
-    groups = classic.unionByName(simple).withColumn("group_type", F.lit("classic"))
-    return ReplayedState(offsets=offsets, groups=groups, activity=group_activity(records, winners, metadata))
+    groups = classic_groups.unionByName(modern_groups, allowMissingColumns=True).unionByName(
+        simple, allowMissingColumns=True).withColumn("is_orphan", F.coalesce("is_orphan", F.lit(False)))
+
+    names = topic_names(modern.topic_names, offsets, topic_ids)
+    members = classic_members(classic).unionByName(
+        modern_members(modern.members, names, modern.topologies), allowMissingColumns=True)
+    targets = name_partitions(modern.targets, names, modern.topologies, MEMBER_KEY + ["assignment_epoch"])
+    return ReplayedState(offsets=offsets, groups=groups, activity=group_activity(records, winners, metadata),
+                         members=members, targets=targets, topologies=modern.topologies, identity=identity,
+                         violations=_violations(identity, modern.violations))
+
+
+def _violations(identity: DataFrame, tombstones: DataFrame) -> DataFrame:
+    """Cross-family conflicts and premature group tombstones, with a reason each."""
+    conflicts = identity.where(F.col("conflict_with").isNotNull()).select(
+        "group_id", "coordinator_partition",
+        F.concat(F.lit("a "), F.col("holder"), F.lit(" group record arrived while a "), F.col("conflict_with"),
+                 F.lit(" group held the id (Kafka's replay would fail); the later family was kept")).alias("reason"))
+    return conflicts.unionByName(tombstones)
+
+
+def classic_members(classic: DataFrame) -> DataFrame:
+    """Members of classic groups, from their group record."""
+    return classic.select(*GROUP_KEY, F.explode("g.members").alias("m")).select(
+        *GROUP_KEY, "m.*",
+        F.lit(None).cast("string").alias("rack_id"),  # classic members carry no rack in the group record
+        F.lit(None).cast("int").alias("member_epoch"),
+    )
+
+
+def topic_names(record_names: DataFrame, offsets: DataFrame, topic_ids: DataFrame | None) -> DataFrame:
+    """topic_id -> topic from the --topic-ids map and from records that carry both (spec §3, "Topic-ID references")."""
+    pairs = record_names.unionByName(offsets.where(F.col("topic_id").isNotNull()).select("topic_id", "topic"))
+    if topic_ids is not None:
+        pairs = pairs.unionByName(topic_ids.select("topic_id", "topic"))
+    return pairs.groupBy("topic_id").agg(F.max("topic").alias("topic"))
+
+
+def name_partitions(rows: DataFrame, names: DataFrame, topologies: DataFrame, keep: list[str]) -> DataFrame:
+    """Rows with topic_id or subtopology_id -> rows with a topic name (null when the id is unknown).
+
+    A streams task (subtopology, partition) stands for that partition of each of the subtopology's source topics.
+    """
+    by_id = rows.where(F.col("subtopology_id").isNull()).join(F.broadcast(names), "topic_id", "left")
+    sources = topologies.select(*GROUP_KEY, "subtopology_id", F.explode("source_topics").alias("topic"))
+    by_task = rows.where(F.col("subtopology_id").isNotNull()).drop("topic_id").join(
+        sources, GROUP_KEY + ["subtopology_id"], "left").withColumn("topic_id", F.lit(None).cast("string"))
+    return by_id.select(*keep, "topic", "partition", "topic_id").unionByName(
+        by_task.select(*keep, "topic", "partition", "topic_id"))
+
+
+def modern_members(members: DataFrame, names: DataFrame, topologies: DataFrame) -> DataFrame:
+    """Modern members with their current assignment named: assigned partitions (topic, partition, topic_id)
+    and a detail column adding each partition's assignment epoch and the partitions pending revocation."""
+    def partitions(column: str, pending: bool) -> DataFrame:
+        rows = members.select(*MEMBER_KEY, F.explode(column).alias("p")).select(*MEMBER_KEY, "p.*")
+        return rows.withColumn("pending_revocation", F.lit(pending))
+
+    exploded = partitions("assigned", False).unionByName(partitions("pending_revocation", True))
+    named = name_partitions(exploded, names, topologies, MEMBER_KEY + ["assignment_epoch", "pending_revocation"])
+    assigned = named.groupBy(*MEMBER_KEY).agg(
+        F.array_sort(F.collect_list(F.when(~F.col("pending_revocation"), F.struct("topic", "partition", "topic_id"))))
+        .alias("assigned_partitions"),
+        F.array_sort(F.collect_list(F.struct("topic", "partition", "topic_id", "assignment_epoch", "pending_revocation")))
+        .alias("current_assignment_detail"),
+    )
+    no_partitions = F.array().cast("array<struct<topic:string,partition:int,topic_id:string>>")
+    state_names = F.create_map(*[F.lit(x) for kv in MEMBER_STATES.items() for x in kv])
+    return members.join(assigned, MEMBER_KEY, "left").select(
+        *MEMBER_KEY, "group_instance_id", "client_id", "client_host", "rack_id", "session_timeout_ms",
+        "rebalance_timeout_ms", "subscribed_topics", F.coalesce("assigned_partitions", no_partitions).alias(
+            "assigned_partitions"),
+        "member_epoch", "previous_member_epoch", "current_assignment_detail",
+        F.element_at(state_names, F.concat_ws(":", "family", F.col("member_state").cast("string"))).alias("member_state"),
+        "server_assignor", "subscribed_topic_regex", "is_classic_member",
+    )

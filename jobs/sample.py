@@ -1,6 +1,7 @@
 """A realistic sample dump of __consumer_offsets, made with offsets_codec's own encoder.
 
 Ten days of a cluster, simulated tick by tick and streamed to Parquet (so 10M records need little memory):
+* KIP-848 consumer, share and streams groups (members joining and leaving, epochs, assignments, a topology);
 * classic consumer groups (range / roundrobin / cooperative-sticky) with rebalances, changing membership
   and a topic dropped from a subscription now and then; some go Empty (recently, or long enough ago that
   retention expires them); some are deleted (offset tombstones, then the group tombstone);
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs.config import defaults
-from offsets_codec import encode_key, encode_value, partition_for
+from offsets_codec import REGISTRY, encode_key, encode_value, partition_for
 from offsets_codec.consumer_protocol import encode_assignment, encode_subscription
 
 END = datetime(2026, 11, 20, tzinfo=timezone.utc)
@@ -123,8 +124,8 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
 def _plan_groups(rng: random.Random, records: int, topics: list[str]) -> list[Group]:
     n = max(12, min(5000, records // 400))
     # A 20-group cycle, so even a small sample has every kind: 60% consumer, 15% simple, 10% connect, ...
-    kinds = ["consumer", "simple", "consumer", "connect", "consumer", "deleted", "consumer", "simple", "consumer",
-             "retention", "consumer", "simple", "consumer", "connect", "consumer", "deleted", "consumer", "consumer",
+    kinds = ["consumer", "simple", "kip848", "connect", "consumer", "deleted", "consumer", "simple", "consumer",
+             "retention", "kip848", "simple", "consumer", "connect", "share", "deleted", "consumer", "streams",
              "consumer", "consumer"]
     groups = []
     ticks = 1000  # planned on a 0..1000 scale, rescaled in _step
@@ -158,8 +159,10 @@ def _step(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_
         return
     if g.kind in ("consumer", "deleted", "orphan", "connect") and (not g.members or rng.random() < 0.01):
         _rebalance(rng, g, now, topics, w)
-    if g.kind == "connect":
-        return  # worker groups coordinate connectors; they commit no offsets
+    elif g.kind in MODERN and (not g.members or rng.random() < 0.01):
+        _modern_rebalance(rng, g, now, topics, topic_ids, w)
+    if g.kind in ("connect", "share"):
+        return  # Connect worker groups coordinate connectors, share groups keep no offsets here
     for topic in g.topics:
         for p in range(topics[topic]):
             offset = g.committed.get((topic, p), rng.randint(0, 1000)) + rng.randint(0, 400)
@@ -228,12 +231,96 @@ def _stop(g: Group, now: int, w: SampleWriter, keys: dict) -> None:
             for (topic, p) in sorted(g.committed):
                 w.append(g.group_id, keys[(g.group_id, topic, p)], None, now)
         w.append(g.group_id, group_key, None, now)
+    elif g.kind in MODERN:  # every member leaves: the group stays, Empty, at a new epoch
+        _modern_members_leave(g, g.members, now, w)
+        g.generation += 1
+        _modern_group_epochs(g, now, w)
     elif g.kind in ("consumer", "connect"):  # the last member left: an Empty group record
         g.generation += 1
         value = {"protocolType": "connect" if g.kind == "connect" else "consumer", "generation": g.generation,
                  "protocol": None, "leader": None, "currentStateTimestamp": now, "members": []}
         w.append(g.group_id, group_key, encode_value(GROUP_METADATA, 3, value), now)
     g.members = []
+
+
+# KIP-848 consumer, share and streams groups: their records by family (names from the codec's registry).
+MODERN = {
+    "kip848": ("ConsumerGroupMetadata", "ConsumerGroupTargetAssignmentMetadata", "ConsumerGroupMemberMetadata",
+               "ConsumerGroupTargetAssignmentMember", "ConsumerGroupCurrentMemberAssignment"),
+    "share": ("ShareGroupMetadata", "ShareGroupTargetAssignmentMetadata", "ShareGroupMemberMetadata",
+              "ShareGroupTargetAssignmentMember", "ShareGroupCurrentMemberAssignment"),
+    "streams": ("StreamsGroupMetadata", "StreamsGroupTargetAssignmentMetadata", "StreamsGroupMemberMetadata",
+                "StreamsGroupTargetAssignmentMember", "StreamsGroupCurrentMemberAssignment"),
+}
+_TYPE_BY_NAME = {rt.name: t for t, rt in REGISTRY.items()}
+
+
+def _modern(w: SampleWriter, g: Group, name: str, key: dict, value: dict | None, now: int) -> None:
+    record_type = _TYPE_BY_NAME[name]
+    encoded = None if value is None else encode_value(record_type, 0, value)
+    w.append(g.group_id, encode_key(record_type, {"GroupId": g.group_id, **key}), encoded, now)
+
+
+def _modern_rebalance(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_ids: dict[str, str],
+                      w: SampleWriter) -> None:
+    """A heartbeat that changes membership: leavers' tombstones, then a new group epoch, target and assignments."""
+    group_meta, target_meta, member_meta, target_member, current = MODERN[g.kind]
+    if g.kind == "streams" and not g.generation:
+        _modern(w, g, "StreamsGroupTopology", {}, {"Epoch": 1, "Subtopologies": [{
+            "SubtopologyId": "0", "SourceTopics": sorted(g.topics), "SourceTopicRegex": [], "StateChangelogTopics": [],
+            "RepartitionSinkTopics": [], "RepartitionSourceTopics": [], "CopartitionGroups": []}]}, now)
+    new = [f"{g.group_id}-m{g.generation + 1}-{i}" for i in range(rng.randint(1, 3))]
+    _modern_members_leave(g, [m for m in g.members if m not in new], now, w)
+    g.generation += 1
+    g.members = new
+    owned = [(t, p) for t in sorted(g.topics) for p in range(topics[t])]
+    for i, m in enumerate(new):
+        mine = owned[i::len(new)]
+        by_topic: dict[str, list[int]] = {}
+        for t, p in mine:
+            by_topic.setdefault(t, []).append(p)
+        client = {"ClientId": f"{g.group_id}-client", "ClientHost": f"/10.3.{i}.1", "RackId": None}
+        if g.kind == "streams":
+            _modern(w, g, member_meta, {"MemberId": m}, {**client, "InstanceId": None, "RebalanceTimeoutMs": 60_000,
+                                                        "TopologyEpoch": 1, "ProcessId": f"p{i}", "UserEndpoint": None,
+                                                        "ClientTags": []}, now)
+            tasks = [{"SubtopologyId": "0", "Partitions": sorted({p for _, p in mine})}]
+            _modern(w, g, target_member, {"MemberId": m}, {"ActiveTasks": tasks, "StandbyTasks": [], "WarmupTasks": []}, now)
+            _modern(w, g, current, {"MemberId": m}, {
+                "MemberEpoch": g.generation, "PreviousMemberEpoch": g.generation - 1, "State": 1, "ActiveTasks": tasks,
+                "StandbyTasks": [], "WarmupTasks": [], "ActiveTasksPendingRevocation": [],
+                "StandbyTasksPendingRevocation": [], "WarmupTasksPendingRevocation": []}, now)
+            continue
+        parts = [{"TopicId": topic_ids[t], "Partitions": ps} for t, ps in sorted(by_topic.items())]
+        meta = {**client, "SubscribedTopicNames": sorted(g.topics)}
+        if g.kind == "kip848":
+            meta.update({"InstanceId": None, "SubscribedTopicRegex": None, "RebalanceTimeoutMs": 300_000,
+                         "ServerAssignor": "uniform", "ClassicMemberMetadata": None})
+        _modern(w, g, member_meta, {"MemberId": m}, meta, now)
+        _modern(w, g, target_member, {"MemberId": m}, {"TopicPartitions": parts}, now)
+        assignment = {"MemberEpoch": g.generation, "PreviousMemberEpoch": g.generation - 1, "State": 0,
+                      "AssignedPartitions": parts}
+        if g.kind == "kip848":
+            assignment["PartitionsPendingRevocation"] = []
+        _modern(w, g, current, {"MemberId": m}, assignment, now)
+    _modern_group_epochs(g, now, w)
+
+
+def _modern_members_leave(g: Group, leaving: list[str], now: int, w: SampleWriter) -> None:
+    _, _, member_meta, target_member, current = MODERN[g.kind]
+    for m in leaving:  # the order ConsumerGroup writes them: current assignment, target, then the member
+        for name in (current, target_member, member_meta):
+            _modern(w, g, name, {"MemberId": m}, None, now)
+    g.members = [m for m in g.members if m not in leaving]
+
+
+def _modern_group_epochs(g: Group, now: int, w: SampleWriter) -> None:
+    group_meta, target_meta = MODERN[g.kind][:2]
+    epoch = {"Epoch": g.generation, "MetadataHash": 0}
+    if g.kind == "streams":
+        epoch["ValidatedTopologyEpoch"] = 1
+    _modern(w, g, group_meta, {}, epoch, now)
+    _modern(w, g, target_meta, {}, {"AssignmentEpoch": g.generation}, now)
 
 
 def _damage(w: SampleWriter, group_id: str, now: int) -> None:

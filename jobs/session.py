@@ -37,7 +37,8 @@ def get_spark() -> SparkSession:
         if key not in launcher_conf:
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    # offsetlake reports failures itself, on one line; Spark's ERROR lines would repeat them as stack traces.
+    spark.sparkContext.setLogLevel("FATAL")
     return spark
 
 

@@ -18,6 +18,8 @@ TABLES = (
     "expired_offsets",
     "consumer_groups",
     "group_members",
+    "group_target_assignments",
+    "streams_topologies",
     "consumer_lag",
     "quarantine",
 )

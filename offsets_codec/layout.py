@@ -175,6 +175,9 @@ class RecordType:
     value: Layout
     group_family: str
     status: str = dc_field(default="", compare=False)
+    # Earlier, incompatible value layouts written by early-access brokers, for error messages: a record in
+    # such a layout fails (or misreads) with today's declaration, and the reader should be told why.
+    early_access: str = dc_field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not self.key.flexible.empty:

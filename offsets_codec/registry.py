@@ -8,6 +8,12 @@ from types import MappingProxyType
 from .layout import RecordType
 from .layouts import classic_group as cg, consumer_group as kc, offsets as oc, share_group as sg, streams_group as st
 
+# Spec §3 and §4.4: the 3.7 early-access KIP-848 layout of type 8 (TargetMemberEpoch, PartitionsPendingAssignment,
+# Error, MetadataVersion, MetadataBytes) and the 4.0 early-access share layouts of types 11 and 15 (fields added
+# untagged in 4.1) cannot be read with today's declarations.
+_KIP848_EARLY_ACCESS = "Kafka 3.7 early-access KIP-848 brokers wrote an older, incompatible layout of this record"
+_SHARE_EARLY_ACCESS = "Kafka 4.0 early-access share groups wrote an older, incompatible layout of this record"
+
 _TYPES = (
     # Type 0 is the 0.8.2 key type. Kafka <= 4.0 decoded its values with OffsetCommitValue at any
     # version; 4.1+ accepts only v0 (LegacyOffsetCommitValue, the same bytes). We keep the wider rule.
@@ -26,13 +32,14 @@ _TYPES = (
     RecordType(7, "ConsumerGroupTargetAssignmentMember", kc.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY,
                kc.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE, "consumer", "active"),
     RecordType(8, "ConsumerGroupCurrentMemberAssignment", kc.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY,
-               kc.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE, "consumer", "active"),
+               kc.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE, "consumer", "active",
+               early_access=_KIP848_EARLY_ACCESS),
     RecordType(9, "ShareGroupPartitionMetadata", sg.SHARE_GROUP_PARTITION_METADATA_KEY,
                sg.SHARE_GROUP_PARTITION_METADATA_VALUE, "share", "removed in 4.1 (4.0 early access only)"),
     RecordType(10, "ShareGroupMemberMetadata", sg.SHARE_GROUP_MEMBER_METADATA_KEY,
                sg.SHARE_GROUP_MEMBER_METADATA_VALUE, "share", "active"),
     RecordType(11, "ShareGroupMetadata", sg.SHARE_GROUP_METADATA_KEY, sg.SHARE_GROUP_METADATA_VALUE, "share",
-               "active; 4.0 records are incompatible"),
+               "active; 4.0 records are incompatible", early_access=_SHARE_EARLY_ACCESS),
     RecordType(12, "ShareGroupTargetAssignmentMetadata", sg.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_KEY,
                sg.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE, "share", "active"),
     RecordType(13, "ShareGroupTargetAssignmentMember", sg.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY,
@@ -40,7 +47,8 @@ _TYPES = (
     RecordType(14, "ShareGroupCurrentMemberAssignment", sg.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY,
                sg.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE, "share", "active"),
     RecordType(15, "ShareGroupStatePartitionMetadata", sg.SHARE_GROUP_STATE_PARTITION_METADATA_KEY,
-               sg.SHARE_GROUP_STATE_PARTITION_METADATA_VALUE, "share", "active; 4.0 records are incompatible"),
+               sg.SHARE_GROUP_STATE_PARTITION_METADATA_VALUE, "share", "active; 4.0 records are incompatible",
+               early_access=_SHARE_EARLY_ACCESS),
     RecordType(16, "ConsumerGroupRegularExpression", kc.CONSUMER_GROUP_REGULAR_EXPRESSION_KEY,
                kc.CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE, "consumer", "active (4.0+)"),
     RecordType(17, "StreamsGroupMetadata", st.STREAMS_GROUP_METADATA_KEY, st.STREAMS_GROUP_METADATA_VALUE,

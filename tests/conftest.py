@@ -18,6 +18,14 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _release_cached_frames(request):
+    """rebuild() caches its winners; pipeline.run releases them, tests that call rebuild() directly do not."""
+    yield
+    if "spark" in request.fixturenames:
+        request.getfixturevalue("spark").catalog.clearCache()
+
+
 @pytest.fixture(scope="session")
 def shared_testdata() -> Path:
     if not SHARED_TESTDATA.is_dir():

@@ -1,14 +1,23 @@
-"""Topic end offsets for lag: kafka-get-offsets.sh text (`topic:partition:offset`), CSV or Parquet."""
+"""Topic end offsets for lag: kafka-get-offsets.sh text (`topic:partition:offset`), CSV or Parquet,
+or fetched from a live cluster (`kafka`, `kafka:HOST:PORT`) for the topic-partitions with a committed offset."""
 from __future__ import annotations
 
+import logging
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs.config import KafkaOptions, SourceSpec
 from jobs.errors import BadInput
 
+if TYPE_CHECKING:
+    from jobs.sources.kafka_client import Cluster
+
+log = logging.getLogger("offsetlake")
 COLUMNS = ("topic", "partition", "offset")
 # Topic names are [a-zA-Z0-9._-]+, so the last two colons split a kafka-get-offsets.sh line.
 TEXT_LINE = r"^\s*(.+):(-?\d+):(-?\d+)\s*$"
@@ -16,9 +25,8 @@ TEXT_LINE = r"^\s*(.+):(-?\d+):(-?\d+)\s*$"
 
 def read_end_offsets(spark: SparkSession, location: str) -> DataFrame:
     """topic string, partition int, offset bigint; malformed input is a BadInput naming the problem."""
-    if location == "kafka" or location.startswith("kafka:"):
-        raise BadInput(f"--end-offsets {location}: fetching end offsets from a cluster is not available "
-                       "in this version; pass a file (kafka-get-offsets.sh output, CSV or Parquet)")
+    if is_live(location):  # the caller fetches these with live_end_offsets, once offsets are known
+        raise BadInput(f"--end-offsets {location}: a cluster, not a file")
     path = Path(location)
     if not path.exists():
         raise BadInput(f"--end-offsets {location}: no such file or directory")
@@ -59,3 +67,61 @@ def _text(spark: SparkSession, location: str) -> DataFrame:
         F.regexp_extract("value", TEXT_LINE, 2).alias("partition"),
         F.regexp_extract("value", TEXT_LINE, 3).alias("offset"),
     )
+
+
+# --- live end offsets ------------------------------------------------------------------------------------
+
+
+def is_live(location: str) -> bool:
+    """`kafka` (the cluster of --source) or `kafka:HOST:PORT[,...]`."""
+    return location == "kafka" or location.startswith("kafka:")
+
+
+def live_cluster(location: str, source: SourceSpec, options: KafkaOptions) -> "Cluster":
+    """The cluster to ask, checked before any work: `kafka` needs a kafka: source."""
+    from jobs.sources.kafka_client import Cluster
+
+    if location == "kafka":
+        if source.kind != "kafka":
+            raise BadInput(f"--end-offsets kafka: takes the cluster of --source, but --source is {source.kind}:; "
+                           "give one with --end-offsets kafka:HOST:PORT")
+        bootstrap = source.location
+    else:
+        bootstrap = location[len("kafka:"):]
+    return Cluster.open(bootstrap, options, f"--end-offsets kafka:{bootstrap}")
+
+
+def fetch_end_offsets(cluster: "Cluster", topic_partitions: list[tuple[str, int]]) -> list[tuple[str, int, int, int | None]]:
+    """(topic, partition, log end offset, log start offset) per topic-partition, as kafka-consumer-groups.sh
+    sees them: high watermarks (read_uncommitted), in batched ListOffsets requests. Partitions of deleted
+    topics are left out (no end offset, no lag row), as the tool shows them without one."""
+    from confluent_kafka import KafkaError
+
+    missing: list[tuple[str, int]] = []
+
+    def skip_unknown(tp: tuple[str, int], err) -> None:
+        if err.code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION):
+            raise cluster.fail(f"cannot list offsets of {tp[0]}-{tp[1]}", err)
+        missing.append(tp)
+
+    admin = cluster.admin()
+    ends = cluster.list_offsets(admin, topic_partitions, latest=True, isolation="read_uncommitted", on_error=skip_unknown)
+    starts = cluster.list_offsets(admin, list(ends), latest=False, isolation="read_uncommitted",
+                                  on_error=lambda tp, err: None)  # log start is a hint: unknown stays null
+    if missing:
+        log.info("no end offset for %d topic-partition(s) that no longer exist, e.g. %s-%d",
+                 len(missing), *missing[0])
+    return [(t, p, end, starts.get((t, p))) for (t, p), end in sorted(ends.items())]
+
+
+def live_end_offsets(spark: SparkSession, committed: DataFrame, cluster: "Cluster") -> DataFrame:
+    """End offsets of the topic-partitions in `committed` (one small row each, so collected), fetched now.
+
+    Columns: topic, partition, offset, log_start_offset, fetched_at (what consumer_lag records).
+    """
+    tps = [(r.topic, r.partition) for r in committed.select("topic", "partition").distinct().collect()]
+    fetched_at = datetime.now(timezone.utc)
+    rows = fetch_end_offsets(cluster, sorted(tps)) if tps else []
+    log.info("fetched end offsets of %d topic-partition(s) from %s", len(rows), cluster.bootstrap)
+    schema = "topic string, partition int, offset bigint, log_start_offset bigint"
+    return spark.createDataFrame(rows, schema).withColumn("fetched_at", F.lit(fetched_at).cast("timestamp"))

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 
 from jobs.cli import cli
+from jobs.decode import group_id_of
 from jobs.sample import write_sample
 from offsets_codec import decode_key, decode_value, partition_for
 
@@ -34,7 +35,7 @@ def test_sample_is_deterministic_and_consistent(sample, tmp_path):
         assert o == per_partition.get(p, -1) + 1  # offsets are dense per coordinator partition
         per_partition[p] = o
     for key, p in zip(first["key"][:500], first["partition"][:500]):
-        assert p == partition_for(decode_key(key).data["group"], 50)  # groups live in their Kafka partition
+        assert p == partition_for(group_id_of(decode_key(key).data), 50)  # groups live in their Kafka partition
 
 
 def test_sample_has_what_the_issue_asks_for(sample):
@@ -67,10 +68,13 @@ def test_demo_rebuilds_the_sample_into_every_table(spark, tmp_path):
     assert summary["records_quarantined"] == 2 and len(summary["orphan_groups"]) == 1
     assert summary["expired_offsets"] > 0 and summary["consumer_lag"] > 0
     groups = DeltaTable(str(tmp_path / "tables" / "consumer_groups")).to_pyarrow_table().to_pylist()
-    seen = Counter((g["protocol_type"], g["state"]) for g in groups)
-    assert seen[("consumer", "Stable")] and seen[("consumer", "Empty")] and seen[("connect", "Stable")]
-    assert seen[(None, "Empty")]  # simple groups
-    for table in ("committed_offsets", "group_members", "quarantine"):
+    seen = Counter((g["group_type"], g["protocol_type"], g["state"]) for g in groups)
+    assert seen[("classic", "consumer", "Stable")] and seen[("classic", "consumer", "Empty")]
+    assert seen[("classic", "connect", "Stable")] and seen[("classic", None, "Empty")]  # Connect and simple groups
+    assert seen[("consumer", "consumer", "Stable")] and seen[("streams", "streams", "Stable")]  # KIP-848, KIP-1071
+    assert seen[("share", "share", "Stable")]
+    assert summary["modern_group_records"] > 0 and summary["replay_violations"] == []
+    for table in ("committed_offsets", "group_members", "group_target_assignments", "streams_topologies", "quarantine"):
         assert f"{table}: " in result.stdout
 
 

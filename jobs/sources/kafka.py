@@ -1,0 +1,281 @@
+"""Live source: a bounded snapshot of `__consumer_offsets` read straight from a cluster.
+
+The driver plans the snapshot once: for every offsets-topic partition, [log start, end) where the end is
+the high watermark (read_uncommitted) or the last stable offset (read_committed, spec §1), captured now.
+Each partition is then read in its own Spark task up to that end, so the run sees a reproducible snapshot
+while the topic keeps growing. Two readers take the same plan: the Python data source below (over
+confluent-kafka) and, when its jar is on the classpath, Spark's own Kafka source.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any, Iterator
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from jobs.config import KafkaOptions
+from jobs.errors import BadInput
+from jobs.session import has_jvm_class
+from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
+
+log = logging.getLogger("offsetlake")
+SOURCE_NAME = "offsetlake_kafka"
+SPARK_KAFKA_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+RAW_DDL = "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int"
+BATCH_ROWS = 10_000
+# A task's failure reaches the driver inside Spark's long error text; this marker carries our one line out.
+_TASK_ERROR = re.compile(r"<<offsetlake-kafka: (.*?)>>")
+
+
+@dataclass(frozen=True)
+class Slice(InputPartition):
+    """One offsets-topic partition's planned range [start, end): one Spark task."""
+
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def records(self) -> int:
+        """Upper bound of the records in the range (compaction and transaction markers leave gaps)."""
+        return self.end - self.start
+
+
+def plan_snapshot(cluster: Cluster, topic: str = OFFSETS_TOPIC) -> list[Slice]:
+    """[log start, end) of every partition of `topic`, from two batched ListOffsets requests."""
+    admin = cluster.admin()
+    partitions = cluster.partitions(admin, topic)
+    tps = [(topic, p) for p in partitions]
+    starts = cluster.list_offsets(admin, tps, latest=False, isolation="read_uncommitted")
+    ends = cluster.list_offsets(admin, tps, latest=True, isolation=cluster.isolation)
+    return [Slice(p, starts[(topic, p)], max(ends[(topic, p)], starts[(topic, p)])) for p in partitions]
+
+
+def read_kafka(spark: SparkSession, bootstrap: str, options: KafkaOptions) -> DataFrame:
+    """The raw-record frame of a snapshot of the cluster's offsets topic, planned now."""
+    cluster = Cluster.open(bootstrap, options, f"--source kafka:{bootstrap}")
+    reader = choose_reader(spark, options.reader)
+    slices = plan_snapshot(cluster)
+    planned = sum(s.records for s in slices)
+    log.info("kafka snapshot of %s on %s (%s, %s reader): %d partitions, up to %d records",
+             OFFSETS_TOPIC, cluster.bootstrap, cluster.isolation, reader, len(slices), planned)
+    log.info("planned offsets per partition [start, end): %s",
+             ", ".join(f"{s.partition}:[{s.start},{s.end})" for s in slices if s.records) or "all empty")
+    if reader == "spark":
+        return spark.read.format("kafka").options(**spark_kafka_options(cluster, slices)).load()
+    todo = [s for s in slices if s.records]
+    if not todo:
+        return spark.createDataFrame([], RAW_DDL)
+    spark.dataSource.register(OffsetsTopicSource)
+    return spark.read.format(SOURCE_NAME).options(**source_options(cluster, todo)).load()
+
+
+def choose_reader(spark: SparkSession, wanted: str) -> str:
+    """`spark` (Spark's Kafka source) or `python` (this module's data source) for --kafka-reader."""
+    available = has_jvm_class(spark, SPARK_KAFKA_CLASS)
+    if wanted == "spark" and not available:
+        raise BadInput("--kafka-reader spark: Spark's Kafka source is not on the classpath "
+                       "(add --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>)")
+    if wanted == "auto":
+        return "spark" if available else "python"
+    return wanted
+
+
+def spark_kafka_options(cluster: Cluster, slices: list[Slice], topic: str = OFFSETS_TOPIC) -> dict[str, str]:
+    """Options for spark.read.format("kafka") that read exactly the planned snapshot.
+
+    Client settings keep their Java names (`kafka.` + key), as Spark's source hands them to the Java client.
+    """
+    ms = str(int(cluster.timeout_s * 1000))
+    options = {f"kafka.{k}": v for k, v in cluster.java.items()}
+    options.update({
+        "kafka.bootstrap.servers": cluster.bootstrap,
+        "kafka.isolation.level": cluster.isolation,
+        "kafka.request.timeout.ms": cluster.java.get("request.timeout.ms", ms),
+        "kafka.default.api.timeout.ms": cluster.java.get("default.api.timeout.ms", ms),
+        "kafkaConsumer.pollTimeoutMs": ms,
+        "assign": json.dumps({topic: [s.partition for s in slices]}),
+        "startingOffsets": json.dumps({topic: {str(s.partition): s.start for s in slices}}),
+        "endingOffsets": json.dumps({topic: {str(s.partition): s.end for s in slices}}),
+        # Records missing inside the planned range (retention ran during the read) fail the query.
+        "failOnDataLoss": "true",
+        "includeHeaders": "false",
+    })
+    return options
+
+
+def source_options(cluster: Cluster, slices: list[Slice], topic: str = OFFSETS_TOPIC) -> dict[str, str]:
+    """Options for the Python data source: the plan, the bounds and librdkafka's settings (`kafka.` + key)."""
+    options = {f"kafka.{k}": v for k, v in cluster.librdkafka.items()}
+    options.update({
+        "bootstrap": cluster.bootstrap, "topic": topic, "isolation": cluster.isolation,
+        "timeout": str(cluster.timeout_s), "origin": cluster.origin,
+        "slices": json.dumps([asdict(s) for s in slices]),
+    })
+    return options
+
+
+class OffsetsTopicSource(DataSource):
+    """`spark.read.format("offsetlake_kafka")`: one task per planned slice (see source_options)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return RAW_DDL
+
+    def reader(self, schema: Any) -> "OffsetsTopicReader":
+        return OffsetsTopicReader(dict(self.options))
+
+
+class OffsetsTopicReader(DataSourceReader):
+    """Reads each slice with its own consumer, opened on the executor."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+    def partitions(self) -> list[Slice]:
+        return [Slice(**s) for s in json.loads(self.options["slices"])]
+
+    def read(self, partition: Slice) -> Iterator[Any]:
+        o = self.options
+        settings = {k[len("kafka."):]: v for k, v in o.items() if k.startswith("kafka.")}
+        cluster = Cluster(o["bootstrap"], {}, settings, o["isolation"], float(o["timeout"]), o["origin"])
+        yield from read_slice(cluster, o["topic"], partition)
+
+
+def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:
+    """pyarrow RecordBatches of `part`, every record in [start, end), or an error: never a partial range.
+
+    Gaps are normal (compaction, transaction markers, aborted records under read_committed), so completeness
+    is judged by the consumer's position reaching `end`; records deleted under us fail as out of range.
+    """
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    worker_log = _task_logger()
+    started = time.monotonic()
+    try:
+        consumer = Consumer(cluster.conf(**{
+            "group.id": "offsetlake-snapshot",  # required by librdkafka; never joined or committed (assign only)
+            "enable.auto.commit": False, "enable.auto.offset.store": False,
+            "auto.offset.reset": "error",  # the planned start deleted by retention must fail, not skip
+            "enable.partition.eof": True, "isolation.level": cluster.isolation,
+        }))
+    except KafkaException as e:
+        raise _task_error(cluster.fail("cannot create a consumer", e)) from None
+    columns = _Columns()
+    total = 0
+    try:
+        consumer.assign([TopicPartition(topic, part.partition, part.start)])
+        last_progress, position, done = time.monotonic(), part.start, False
+        while not done:
+            for m in consumer.consume(num_messages=BATCH_ROWS, timeout=min(1.0, cluster.timeout_s)):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue  # the position check below decides
+                    if m.topic() is None and not err.fatal():
+                        cluster.last_error = err.str()  # transient (retried by librdkafka); bounded by timeout
+                        continue
+                    raise _task_error(cluster.fail(f"cannot read {topic}-{part.partition} at offset {position}", err))
+                if m.offset() >= part.end:
+                    done = True
+                    break
+                columns.add(m)
+                if m.offset() == part.end - 1:
+                    done = True
+                    break
+            now = time.monotonic()
+            current = consumer.position([TopicPartition(topic, part.partition)])[0].offset
+            if current > position:
+                position, last_progress = current, now
+            done = done or position >= part.end
+            if len(columns) >= BATCH_ROWS or (done and len(columns)):
+                total += len(columns)
+                yield columns.batch(topic, part.partition)
+            if not done and now - last_progress > cluster.timeout_s:
+                raise _task_error(cluster.fail(
+                    f"cannot read {topic}-{part.partition} up to the planned offset {part.end}",
+                    f"no progress at offset {position} for {cluster.timeout_s:g}s"
+                    + (f" (last error: {cluster.last_error})" if cluster.last_error else "")))
+    finally:
+        consumer.close()
+    worker_log.info("read %s-%d: %d records in [%d, %d) in %.1fs", topic, part.partition, total, part.start,
+                    part.end, time.monotonic() - started)
+
+
+class _Columns:
+    """Column buffers for one RecordBatch in RAW_DDL's layout."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int | None] = []
+        self.types: list[int | None] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, m: Any) -> None:
+        kind, ts = m.timestamp()
+        self.keys.append(m.key())
+        self.values.append(m.value())
+        self.offsets.append(m.offset())
+        # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark's column: 0 CreateTime, 1 LogAppendTime.
+        self.timestamps.append(ts * 1000 if kind else None)
+        self.types.append(kind - 1 if kind else None)
+
+    def batch(self, topic: str, partition: int) -> Any:
+        import pyarrow as pa
+
+        n = len(self)
+        batch = pa.RecordBatch.from_arrays([
+            pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
+            pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()), pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.types, pa.int32()),
+        ], names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+        self._reset()  # the next batch starts empty
+        return batch
+
+
+def _task_logger() -> logging.Logger:
+    """The executor's `offsetlake` logger (stderr), set up once per Python worker."""
+    worker = logging.getLogger("offsetlake.task")
+    if not worker.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("offsetlake: %(message)s"))
+        worker.addHandler(handler)
+        worker.setLevel(logging.INFO)
+        worker.propagate = False
+    return worker
+
+
+def _task_error(e: BadInput) -> RuntimeError:
+    return RuntimeError(f"<<offsetlake-kafka: {e}>>")
+
+
+@contextmanager
+def task_errors() -> Iterator[None]:
+    """Turn a failed Kafka read task (which Spark reports as a long error) back into its one-line BadInput."""
+    try:
+        yield
+    except BadInput:
+        raise
+    except Exception as e:
+        match = _TASK_ERROR.search(str(e))
+        if match is None:
+            raise
+        raise BadInput(match.group(1)) from None

@@ -1,0 +1,312 @@
+"""KIP-848 consumer, share and streams groups (spec §7.4-§7.5, §8.3): scenario logs written with the encoder."""
+from __future__ import annotations
+
+import base64
+from datetime import datetime, timezone
+
+import pytest
+from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
+
+from jobs.pipeline import check_records, rebuild
+from jobs.raw import normalise
+
+ORDERS = base64.urlsafe_b64encode(bytes(range(1, 17))).decode().rstrip("=")
+PAYMENTS = base64.urlsafe_b64encode(bytes(range(17, 33))).decode().rstrip("=")
+UNKNOWN = base64.urlsafe_b64encode(bytes(range(33, 49))).decode().rstrip("=")
+
+
+def rebuild_log(spark, log: OffsetsLog, as_of_ms: int, retention_ms: int = 7 * DAY, topic_ids=None) -> dict:
+    checked = check_records(normalise(log.frame(spark), "test"))
+    ids = None if topic_ids is None else spark.createDataFrame(list(topic_ids.items()), "topic_id string, topic string")
+    return rebuild(checked, datetime.fromtimestamp(as_of_ms / 1000, tz=timezone.utc), retention_ms, None, ids)
+
+
+def groups(tables) -> dict:
+    return {r.group_id: r.asDict() for r in tables["consumer_groups"].collect()}
+
+
+def members(tables) -> dict:
+    return {(r.group_id, r.member_id): r.asDict() for r in tables["group_members"].collect()}
+
+
+# consumer group records, by name
+def cg_member(log, g, m, at, topics=("orders",), regex=None, instance=None, assignor="uniform"):
+    return log.record("ConsumerGroupMemberMetadata", {"GroupId": g, "MemberId": m}, {
+        "InstanceId": instance, "RackId": "rack-a", "ClientId": f"client-{m}", "ClientHost": "/10.0.0.7",
+        "SubscribedTopicNames": list(topics), "SubscribedTopicRegex": regex, "RebalanceTimeoutMs": 30_000,
+        "ServerAssignor": assignor, "ClassicMemberMetadata": None}, at)
+
+
+def cg_epoch(log, g, epoch, at):
+    return log.record("ConsumerGroupMetadata", {"GroupId": g}, {"Epoch": epoch, "MetadataHash": 0}, at)
+
+
+def cg_target(log, g, m, partitions, at):
+    return log.record("ConsumerGroupTargetAssignmentMember", {"GroupId": g, "MemberId": m},
+                      {"TopicPartitions": [{"TopicId": t, "Partitions": ps} for t, ps in partitions]}, at)
+
+
+def cg_target_epoch(log, g, epoch, at):
+    return log.record("ConsumerGroupTargetAssignmentMetadata", {"GroupId": g}, {"AssignmentEpoch": epoch}, at)
+
+
+def cg_current(log, g, m, epoch, partitions, at, previous=None, state=0):
+    return log.record("ConsumerGroupCurrentMemberAssignment", {"GroupId": g, "MemberId": m}, {
+        "MemberEpoch": epoch, "PreviousMemberEpoch": epoch - 1 if previous is None else previous, "State": state,
+        "AssignedPartitions": [{"TopicId": t, "Partitions": ps} for t, ps in partitions],
+        "PartitionsPendingRevocation": []}, at)
+
+
+def cg_delete(log, g, member_ids, at):
+    """ConsumerGroup.createGroupTombstoneRecords: 8s, 7s, 6, 5s, then 3."""
+    for name in ("ConsumerGroupCurrentMemberAssignment", "ConsumerGroupTargetAssignmentMember"):
+        for m in member_ids:
+            log.record(name, {"GroupId": g, "MemberId": m}, None, at)
+    log.record("ConsumerGroupTargetAssignmentMetadata", {"GroupId": g}, None, at)
+    for m in member_ids:
+        log.record("ConsumerGroupMemberMetadata", {"GroupId": g, "MemberId": m}, None, at)
+    log.record("ConsumerGroupMetadata", {"GroupId": g}, None, at)
+
+
+@pytest.fixture(scope="module")
+def join_log():
+    """One member joining a consumer group: Assigning at T0+1m, Reconciling at T0+2m, Stable at T0+3m."""
+    log = OffsetsLog()
+    log.commit("cg", "orders", 0, 10, T0, version=4, topic_id=ORDERS)  # names the ORDERS topic id
+    cg_member(log, "cg", "m1", T0 + MINUTE)
+    cg_epoch(log, "cg", 1, T0 + MINUTE)
+    cg_target(log, "cg", "m1", [(ORDERS, [0, 1]), (PAYMENTS, [0])], T0 + 2 * MINUTE)
+    cg_target_epoch(log, "cg", 1, T0 + 2 * MINUTE)
+    cg_current(log, "cg", "m1", 1, [(ORDERS, [0, 1]), (PAYMENTS, [0])], T0 + 3 * MINUTE, previous=0)
+    return log
+
+
+@pytest.mark.parametrize("as_of, state, member_epoch", [
+    (T0 + MINUTE, "Assigning", 0),  # group epoch 1 > target assignment epoch 0
+    (T0 + 2 * MINUTE, "Reconciling", 0),  # the member has not reached epoch 1 yet
+    (T0 + 3 * MINUTE, "Stable", 1),
+])
+def test_consumer_group_from_join_to_stable(spark, join_log, as_of, state, member_epoch):
+    tables = rebuild_log(spark, join_log, as_of, topic_ids={PAYMENTS: "payments"})
+    g = groups(tables)["cg"]
+    assert (g["group_type"], g["protocol_type"], g["state"], g["generation"], g["member_count"], g["offset_count"]) \
+        == ("consumer", "consumer", state, 1, 1, 1)
+    assert g["protocol"] is None and g["leader_id"] is None and g["current_state_timestamp"] is None
+    m = members(tables)[("cg", "m1")]
+    assert m["member_epoch"] == member_epoch and m["rack_id"] == "rack-a" and m["client_id"] == "client-m1"
+    assert m["subscribed_topics"] == ["orders"] and m["member_state"] == "STABLE"
+    if state == "Stable":
+        assert [tuple(p) for p in m["assigned_partitions"]] == [
+            ("orders", 0, ORDERS), ("orders", 1, ORDERS), ("payments", 0, PAYMENTS)]
+        # without the AssignmentEpochs tag each partition's epoch is max(member epoch, 0)
+        assert [tuple(p) for p in m["current_assignment_detail"]] == [
+            ("orders", 0, ORDERS, 1, False), ("orders", 1, ORDERS, 1, False), ("payments", 0, PAYMENTS, 1, False)]
+        targets = sorted(tuple(r) for r in tables["group_target_assignments"].select(
+            "member_id", "topic", "partition", "assignment_epoch").collect())
+        assert targets == [("m1", "orders", 0, 1), ("m1", "orders", 1, 1), ("m1", "payments", 0, 1)]
+
+
+def test_unresolvable_topic_ids_keep_a_null_topic(spark, join_log):
+    tables = rebuild_log(spark, join_log, T0 + 3 * MINUTE)  # no --topic-ids: PAYMENTS is unknown
+    m = members(tables)[("cg", "m1")]
+    assert ("payments", 0, PAYMENTS) not in [tuple(p) for p in m["assigned_partitions"]]
+    assert (None, 0, PAYMENTS) in [tuple(p) for p in m["assigned_partitions"]]
+
+
+def test_partitions_pending_revocation_and_explicit_assignment_epochs(spark):
+    log = OffsetsLog()
+    cg_member(log, "cg", "m1", T0)
+    cg_epoch(log, "cg", 3, T0)
+    log.record("ConsumerGroupCurrentMemberAssignment", {"GroupId": "cg", "MemberId": "m1"}, {
+        "MemberEpoch": 3, "PreviousMemberEpoch": 2, "State": 1,
+        "AssignedPartitions": [{"TopicId": ORDERS, "Partitions": [0, 1], "AssignmentEpochs": [2, 3]}],
+        "PartitionsPendingRevocation": [{"TopicId": ORDERS, "Partitions": [5], "AssignmentEpochs": [1]}]}, T0)
+    m = members(rebuild_log(spark, log, T0))[("cg", "m1")]
+    assert m["member_state"] == "UNREVOKED_PARTITIONS" and m["previous_member_epoch"] == 2
+    assert [tuple(p) for p in m["assigned_partitions"]] == [(None, 0, ORDERS), (None, 1, ORDERS)]
+    assert [tuple(p) for p in m["current_assignment_detail"]] == [
+        (None, 0, ORDERS, 2, False), (None, 1, ORDERS, 3, False), (None, 5, ORDERS, 1, True)]
+
+
+def test_static_member_leaving_temporarily_is_still_a_member(spark, join_log):
+    log = OffsetsLog()
+    log.rows, log.next_offset = list(join_log.rows), dict(join_log.next_offset)
+    cg_current(log, "cg", "m1", -2, [], T0 + 4 * MINUTE, previous=1)
+    tables = rebuild_log(spark, log, T0 + 5 * MINUTE)
+    g = groups(tables)["cg"]
+    assert g["member_count"] == 1 and g["state"] == "Reconciling"  # epoch -2 is not the target epoch
+    assert members(tables)[("cg", "m1")]["member_epoch"] == -2
+
+
+def test_deleting_a_consumer_group_with_its_tombstones(spark, join_log):
+    log = OffsetsLog()
+    log.rows, log.next_offset = list(join_log.rows), dict(join_log.next_offset)
+    log.delete_offset("cg", "orders", 0, T0 + 4 * MINUTE)
+    cg_delete(log, "cg", ["m1"], T0 + 4 * MINUTE)
+    tables = rebuild_log(spark, log, T0 + 5 * MINUTE)
+    assert tables["consumer_groups"].count() == 0 and tables["group_members"].count() == 0
+    assert tables["group_target_assignments"].count() == 0
+
+
+def test_classic_upgraded_to_consumer_and_downgraded_back(spark):
+    log = OffsetsLog()
+    log.group("mig", T0, members=[member("c1", ["orders"], {"orders": [0]})], generation=4)
+    log.commit("mig", "orders", 0, 5, T0)
+    log.delete_group("mig", T0 + MINUTE)  # upgrade: the classic group's tombstone, then the consumer records
+    cg_member(log, "mig", "m1", T0 + MINUTE)
+    cg_epoch(log, "mig", 5, T0 + MINUTE)
+    cg_target(log, "mig", "m1", [(ORDERS, [0])], T0 + MINUTE)
+    cg_target_epoch(log, "mig", 5, T0 + MINUTE)
+    cg_current(log, "mig", "m1", 5, [(ORDERS, [0])], T0 + MINUTE)
+    upgraded = rebuild_log(spark, log, T0 + MINUTE)
+    g = groups(upgraded)["mig"]
+    assert (g["group_type"], g["state"], g["generation"], g["offset_count"]) == ("consumer", "Stable", 5, 1)
+    cg_delete(log, "mig", ["m1"], T0 + 2 * MINUTE)  # downgrade: the consumer tombstones, then a type-2 value
+    log.group("mig", T0 + 2 * MINUTE, members=[member("c2", ["orders"], {"orders": [0]})], generation=6)
+    downgraded = rebuild_log(spark, log, T0 + 3 * MINUTE)
+    g = groups(downgraded)["mig"]
+    assert (g["group_type"], g["protocol_type"], g["state"], g["generation"]) == ("classic", "consumer", "Stable", 6)
+    assert list(members(downgraded)) == [("mig", "c2")]
+
+
+def test_a_modern_record_for_a_live_classic_group_is_a_conflict_the_later_family_wins(spark):
+    log = OffsetsLog()
+    log.group("both", T0, members=[member("c1", ["orders"])])
+    cg_member(log, "both", "m1", T0 + MINUTE)  # no type-2 tombstone first: Kafka's replay would throw here
+    cg_epoch(log, "both", 1, T0 + MINUTE)
+    log.commit("simple-then-consumer", "orders", 0, 1, T0)  # a simple group is replaced silently
+    cg_member(log, "simple-then-consumer", "m1", T0 + MINUTE)
+    tables = rebuild_log(spark, log, T0 + HOUR)
+    g = groups(tables)
+    assert g["both"]["group_type"] == "consumer" and g["simple-then-consumer"]["group_type"] == "consumer"
+    violations = {r.group_id: r.reason for r in tables["replay_violations"].collect()}
+    assert violations == {"both": "a consumer group record arrived while a classic group held the id "
+                                  "(Kafka's replay would fail); the later family was kept"}
+
+
+def test_a_group_tombstone_before_its_members_tombstones_is_reported(spark, join_log):
+    log = OffsetsLog()
+    log.rows, log.next_offset = list(join_log.rows), dict(join_log.next_offset)
+    log.record("ConsumerGroupMetadata", {"GroupId": "cg"}, None, T0 + 4 * MINUTE)  # m1 and its assignments remain
+    tables = rebuild_log(spark, log, T0 + 5 * MINUTE)
+    g = groups(tables)["cg"]  # the consumer group is gone; its committed offset is left behind as an orphan
+    assert (g["group_type"], g["protocol_type"], g["is_orphan"], g["member_count"]) == ("classic", None, True, 0)
+    (v,) = tables["replay_violations"].collect()
+    assert v.group_id == "cg" and v.reason == (
+        "a consumer group tombstone while its target assignment metadata and members and target assignments "
+        "remained (Kafka's replay would fail); the group was removed")
+    clean = rebuild_log(spark, join_log, T0 + 5 * MINUTE)
+    assert clean["replay_violations"].count() == 0
+
+
+def test_tombstones_for_unknown_groups_and_members_are_ignored(spark):
+    log = OffsetsLog()
+    log.record("ConsumerGroupCurrentMemberAssignment", {"GroupId": "ghost", "MemberId": "m"}, None, T0)
+    log.record("ConsumerGroupMemberMetadata", {"GroupId": "ghost", "MemberId": "m"}, None, T0)
+    cg_member(log, "cg", "m1", T0)
+    cg_epoch(log, "cg", 1, T0)
+    log.record("ConsumerGroupMemberMetadata", {"GroupId": "cg", "MemberId": "never-joined"}, None, T0)
+    tables = rebuild_log(spark, log, T0 + MINUTE)
+    assert list(groups(tables)) == ["cg"] and list(members(tables)) == [("cg", "m1")]
+
+
+def test_consumer_group_offsets_expire_for_unsubscribed_topics_only(spark):
+    log = OffsetsLog()
+    log.commit("cg", "orders", 0, 1, T0)
+    log.commit("cg", "legacy", 0, 1, T0)
+    log.commit("cg", "matched", 0, 1, T0)
+    cg_member(log, "cg", "m1", T0, topics=["orders"], regex="match.*")
+    log.record("ConsumerGroupRegularExpression", {"GroupId": "cg", "RegularExpression": "match.*"},
+               {"Topics": ["matched"], "Version": 7, "Timestamp": T0}, T0)
+    cg_epoch(log, "cg", 1, T0)
+    tables = rebuild_log(spark, log, T0 + 2 * DAY, retention_ms=DAY)
+    live = {r.topic: r.expires_at for r in tables["committed_offsets"].collect()}
+    assert live == {"orders": None, "matched": None}  # subscribed by name and through the resolved regex
+    assert [(r.topic, r.expired_at) for r in tables["expired_offsets"].collect()] == [
+        ("legacy", datetime.fromtimestamp((T0 + DAY) / 1000, tz=timezone.utc).replace(tzinfo=None))]
+    assert members(tables)[("cg", "m1")]["subscribed_topics"] == ["matched", "orders"]
+
+
+def test_share_group(spark):
+    log = OffsetsLog()
+    log.record("ShareGroupMemberMetadata", {"GroupId": "sg", "MemberId": "s1"}, {
+        "RackId": None, "ClientId": "share-client", "ClientHost": "/10.1.1.1", "SubscribedTopicNames": ["orders"]}, T0)
+    log.record("ShareGroupMetadata", {"GroupId": "sg"}, {"Epoch": 2, "MetadataHash": 5}, T0)
+    log.record("ShareGroupTargetAssignmentMember", {"GroupId": "sg", "MemberId": "s1"},
+               {"TopicPartitions": [{"TopicId": ORDERS, "Partitions": [0, 1]}]}, T0)
+    log.record("ShareGroupTargetAssignmentMetadata", {"GroupId": "sg"}, {"AssignmentEpoch": 2}, T0)
+    log.record("ShareGroupCurrentMemberAssignment", {"GroupId": "sg", "MemberId": "s1"}, {
+        "MemberEpoch": 2, "PreviousMemberEpoch": 1, "State": 0,
+        "AssignedPartitions": [{"TopicId": ORDERS, "Partitions": [0, 1]}]}, T0)
+    log.record("ShareGroupStatePartitionMetadata", {"GroupId": "sg"}, {
+        "InitializingTopics": [], "InitializedTopics": [{"TopicId": ORDERS, "TopicName": "orders", "Partitions": [0, 1]}],
+        "DeletingTopics": []}, T0)  # names the topic id
+    log.record("ShareGroupMetadata", {"GroupId": "empty-share"}, {"Epoch": 1, "MetadataHash": 0}, T0)
+    tables = rebuild_log(spark, log, T0 + 30 * DAY)
+    g = groups(tables)
+    assert (g["sg"]["group_type"], g["sg"]["state"], g["sg"]["generation"], g["sg"]["member_count"]) == (
+        "share", "Stable", 2, 1)
+    assert g["empty-share"]["state"] == "Empty"  # share groups are never deleted by the offsets cleanup
+    m = members(tables)[("sg", "s1")]
+    assert [tuple(p) for p in m["assigned_partitions"]] == [("orders", 0, ORDERS), ("orders", 1, ORDERS)]
+    assert m["subscribed_topics"] == ["orders"] and m["member_epoch"] == 2
+
+
+def streams_log(validated: int = 3) -> OffsetsLog:
+    log = OffsetsLog()
+    log.record("StreamsGroupTopology", {"GroupId": "app"}, {"Epoch": 3, "Subtopologies": [
+        {"SubtopologyId": "0", "SourceTopics": ["input"], "SourceTopicRegex": [],
+         "StateChangelogTopics": [{"Name": "app-store-changelog", "Partitions": 2, "ReplicationFactor": 3, "TopicConfigs": []}],
+         "RepartitionSinkTopics": ["app-repartition"], "RepartitionSourceTopics": [], "CopartitionGroups": []},
+        {"SubtopologyId": "1", "SourceTopics": [], "SourceTopicRegex": [], "StateChangelogTopics": [],
+         "RepartitionSinkTopics": [], "CopartitionGroups": [],
+         "RepartitionSourceTopics": [{"Name": "app-repartition", "Partitions": 2, "ReplicationFactor": 3, "TopicConfigs": []}]},
+    ]}, T0)
+    log.record("StreamsGroupMemberMetadata", {"GroupId": "app", "MemberId": "w1"}, {
+        "InstanceId": None, "RackId": None, "ClientId": "app-client", "ClientHost": "/10.2.0.1",
+        "RebalanceTimeoutMs": 60_000, "TopologyEpoch": 3, "ProcessId": "p1", "UserEndpoint": None, "ClientTags": []}, T0)
+    log.record("StreamsGroupMetadata", {"GroupId": "app"}, {"Epoch": 4, "MetadataHash": 9,
+                                                            "ValidatedTopologyEpoch": validated}, T0)
+    tasks = [{"SubtopologyId": "0", "Partitions": [0, 1]}]
+    log.record("StreamsGroupTargetAssignmentMember", {"GroupId": "app", "MemberId": "w1"},
+               {"ActiveTasks": tasks, "StandbyTasks": [], "WarmupTasks": []}, T0)
+    log.record("StreamsGroupTargetAssignmentMetadata", {"GroupId": "app"}, {"AssignmentEpoch": 4}, T0)
+    log.record("StreamsGroupCurrentMemberAssignment", {"GroupId": "app", "MemberId": "w1"}, {
+        "MemberEpoch": 4, "PreviousMemberEpoch": 3, "State": 1, "ActiveTasks": tasks, "StandbyTasks": [],
+        "WarmupTasks": [], "ActiveTasksPendingRevocation": [], "StandbyTasksPendingRevocation": [],
+        "WarmupTasksPendingRevocation": []}, T0)
+    log.commit("app", "input", 0, 100, T0)
+    log.commit("app", "old-input", 0, 7, T0)
+    return log
+
+
+def test_streams_group_with_its_topology(spark):
+    tables = rebuild_log(spark, streams_log(), T0 + 2 * DAY, retention_ms=DAY)
+    g = groups(tables)["app"]
+    assert (g["group_type"], g["state"], g["generation"], g["topology_epoch"]) == ("streams", "Stable", 4, 3)
+    m = members(tables)[("app", "w1")]
+    assert m["subscribed_topics"] == ["input"]  # the topology's source topics
+    assert [tuple(p) for p in m["assigned_partitions"]] == [("input", 0, None), ("input", 1, None)]
+    assert m["member_state"] == "STABLE"
+    topology = {r.subtopology_id: r for r in tables["streams_topologies"].collect()}
+    assert topology["0"].changelog_topics == ["app-store-changelog"] and topology["0"].topology_epoch == 3
+    assert topology["1"].repartition_source_topics == ["app-repartition"]
+    assert [r.topic for r in tables["committed_offsets"].collect()] == ["input"]  # old-input expired
+    assert [r.topic for r in tables["expired_offsets"].collect()] == ["old-input"]
+
+
+def test_streams_group_is_not_ready_until_its_topology_is_validated(spark):
+    tables = rebuild_log(spark, streams_log(validated=-1), T0)
+    assert groups(tables)["app"]["state"] == "NotReady"
+
+
+def test_early_access_share_records_are_quarantined_with_a_reason(spark):
+    log = OffsetsLog()
+    from offsets_codec import encode_key
+
+    key = encode_key(11, {"GroupId": "ea"})
+    log.raw(key, b"\x00\x00" + (3).to_bytes(4, "big") + b"\x00", T0)  # 4.0 layout: Epoch only, no MetadataHash
+    tables = rebuild_log(spark, log, T0)
+    (q,) = tables["quarantine"].collect()
+    assert "Kafka 4.0 early-access share groups wrote an older, incompatible layout" in q.error
+    assert tables["consumer_groups"].count() == 0
