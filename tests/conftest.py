@@ -1,6 +1,7 @@
 """Shared fixtures. Spark is imported lazily so the codec tests never load it."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,19 @@ def spark():
     session.stop()
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def _release_cached_frames(request):
-    """rebuild() caches its winners; pipeline.run releases them, tests that call rebuild() directly do not."""
+    """rebuild() caches its winners; pipeline.run releases them, tests that call rebuild() directly do not.
+
+    Released per module, not per test: a module's shared scenario frames have plans that use those caches.
+    """
     yield
-    if "spark" in request.fixturenames:
-        request.getfixturevalue("spark").catalog.clearCache()
+    if "pyspark" in sys.modules:  # never import Spark for the codec tests
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.catalog.clearCache()
 
 
 @pytest.fixture(scope="session")
