@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import decode
-from offsets_codec import REGISTRY
+from offsets_codec import REGISTRY, record_type_named
 
 FAMILIES = ("consumer", "share", "streams")
 CLASSIC = "classic"
@@ -33,8 +33,7 @@ STABLE_STATE = {"consumer": 0, "share": 0, "streams": 1}
 
 
 def _types(*names: str) -> list[int]:
-    wanted = set(names)
-    return sorted(t for t, rt in REGISTRY.items() if rt.name in wanted)
+    return sorted(record_type_named(n) for n in names)
 
 
 MODERN_TYPES = sorted(t for t, rt in REGISTRY.items() if rt.group_family in FAMILIES)

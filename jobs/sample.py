@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs.config import defaults
-from offsets_codec import REGISTRY, encode_key, encode_value, partition_for
+from offsets_codec import encode_key, encode_value, partition_for, record_type_named
 from offsets_codec.consumer_protocol import encode_assignment, encode_subscription
 
 END = datetime(2026, 11, 20, tzinfo=timezone.utc)
@@ -252,11 +252,10 @@ MODERN = {
     "streams": ("StreamsGroupMetadata", "StreamsGroupTargetAssignmentMetadata", "StreamsGroupMemberMetadata",
                 "StreamsGroupTargetAssignmentMember", "StreamsGroupCurrentMemberAssignment"),
 }
-_TYPE_BY_NAME = {rt.name: t for t, rt in REGISTRY.items()}
 
 
 def _modern(w: SampleWriter, g: Group, name: str, key: dict, value: dict | None, now: int) -> None:
-    record_type = _TYPE_BY_NAME[name]
+    record_type = record_type_named(name)
     encoded = None if value is None else encode_value(record_type, 0, value)
     w.append(g.group_id, encode_key(record_type, {"GroupId": g.group_id, **key}), encoded, now)
 

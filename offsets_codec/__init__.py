@@ -9,7 +9,7 @@ from .errors import DecodeError, EncodeError
 from .formatter import to_kafka_json
 from .partitioner import java_string_hash, partition_for
 from .records import Key, Record, Value, decode_key, decode_record, decode_value, encode_key, encode_value
-from .registry import REGISTRY
+from .registry import REGISTRY, record_type_named
 
 __all__ = [
     "DecodeError",
@@ -25,5 +25,6 @@ __all__ = [
     "encode_value",
     "java_string_hash",
     "partition_for",
+    "record_type_named",
     "to_kafka_json",
 ]

@@ -68,3 +68,11 @@ _TYPES = (
 )
 
 REGISTRY: Mapping[int, RecordType] = MappingProxyType({rt.record_type: rt for rt in _TYPES})
+
+
+def record_type_named(name: str) -> int:
+    """The type id of a record type by its name (e.g. "ConsumerGroupMetadata"); KeyError if unknown."""
+    return _BY_NAME[name]
+
+
+_BY_NAME = {rt.name: rt.record_type for rt in _TYPES}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from offsets_codec import REGISTRY, encode_key, encode_value
+from offsets_codec import encode_key, encode_value, record_type_named
 from offsets_codec.consumer_protocol import encode_assignment, encode_subscription
 
 OFFSET_COMMIT, GROUP_METADATA = 1, 2
@@ -94,7 +94,7 @@ class OffsetsLog:
     def record(self, name: str, key: dict[str, Any], value: dict[str, Any] | None, at: int, *,
                version: int = 0, coordinator: int = 0) -> int:
         """Any record type, by its name in the codec's registry (e.g. "ConsumerGroupMetadata")."""
-        record_type = next(t for t, rt in REGISTRY.items() if rt.name == name)
+        record_type = record_type_named(name)
         encoded = None if value is None else encode_value(record_type, version, value)
         return self.raw(encode_key(record_type, key), encoded, at, coordinator)
 
