@@ -103,7 +103,7 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
     from jobs.config import RebuildConfig
     from jobs.pipeline import run
     from jobs.session import get_spark
-    from jobs.sources.kafka import task_errors
+    from jobs.sources.tasks import task_errors
 
     cfg = RebuildConfig.build(**options)
     with task_errors():  # a failed Kafka read task: its one line, not Spark's error text
@@ -132,7 +132,7 @@ def dump(source: str, output: str, **kafka: Any) -> None:
     from jobs.config import KafkaOptions, SourceSpec
     from jobs.dump import write_dump
     from jobs.session import get_spark
-    from jobs.sources.kafka import task_errors
+    from jobs.sources.tasks import task_errors
 
     options = KafkaOptions.build(kafka["kafka_config"], kafka["kafka_isolation"], kafka["kafka_timeout"],
                                  kafka["kafka_reader"])

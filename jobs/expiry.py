@@ -13,6 +13,8 @@ from pyspark.sql import functions as F
 
 from jobs.decode import CONSUMER_PROTOCOL
 
+GROUP_KEY = ["coordinator_partition", "group_id"]
+
 
 @dataclass(frozen=True)
 class ExpiredState:
@@ -48,35 +50,51 @@ def is_candidate() -> Column:
     return retention_base().isNotNull() & ~subscribed
 
 
-def apply_expiry(offsets: DataFrame, groups: DataFrame, as_of_ms: int, retention_ms: int) -> ExpiredState:
-    """Split offsets into live and expired at as_of, and drop Empty groups left with no offsets (§8.4)."""
+def apply_expiry(offsets: DataFrame, groups: DataFrame, as_of_ms: int, retention_ms: int,
+                 pending: DataFrame | None = None) -> ExpiredState:
+    """Split offsets into live and expired at as_of, and drop Empty groups left with no offsets (§8.4).
+
+    `pending`: open transactional commits. An offset with one on its partition never expires, and a group
+    with any is never deleted (OffsetMetadataManager.cleanupExpiredOffsets).
+    """
     group_cols = groups.select(
         "coordinator_partition", "group_id", "group_type", "protocol_type", "state", "current_state_timestamp_ms",
         "subscribed_topics",
     )
     base = retention_base()
     explicit = F.col("expire_timestamp_ms")
-    judged = offsets.join(group_cols, ["coordinator_partition", "group_id"], "left").withColumn(
-        "deadline_ms", F.when(is_candidate(), F.coalesce(explicit, F.try_add(base, F.lit(retention_ms))))
+    judged = offsets.join(group_cols, ["coordinator_partition", "group_id"], "left")
+    if pending is not None:
+        open_partitions = pending.select(*GROUP_KEY, "topic", "partition").distinct().withColumn(
+            "in_open_transaction", F.lit(True))
+        judged = judged.join(open_partitions, [*GROUP_KEY, "topic", "partition"], "left")
+    else:
+        judged = judged.withColumn("in_open_transaction", F.lit(None).cast("boolean"))
+    candidate = is_candidate() & F.col("in_open_transaction").isNull()
+    judged = judged.withColumn(
+        "deadline_ms", F.when(candidate, F.coalesce(explicit, F.try_add(base, F.lit(retention_ms))))
     )
     # Kafka's own test (OffsetExpirationConditionImpl): now >= expireTimestamp, else now - base >= retention,
     # in Java longs. A subtraction that overflows wraps negative there (never expired): null here, likewise.
     kafka_condition = F.when(explicit.isNotNull(), F.lit(as_of_ms) >= explicit).otherwise(
         F.try_subtract(F.lit(as_of_ms), base) >= F.lit(retention_ms)
     )
-    expired_now = is_candidate() & F.coalesce(kafka_condition, F.lit(False))
-    drop = ["group_type", "protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics"]
+    expired_now = candidate & F.coalesce(kafka_condition, F.lit(False))
+    drop = ["group_type", "protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics",
+            "in_open_transaction"]
     live = judged.where(~expired_now).withColumnRenamed("deadline_ms", "expires_at_ms").drop(*drop)
     expired = judged.where(expired_now).withColumn("expires_at_ms", F.col("deadline_ms")).withColumnRenamed(
         "deadline_ms", "expired_at_ms"
     ).drop(*drop)
 
-    counts = live.groupBy("coordinator_partition", "group_id").agg(F.count(F.lit(1)).cast("int").alias("offset_count"))
-    surviving = (
-        groups.join(counts, ["coordinator_partition", "group_id"], "left")
-        .withColumn("offset_count", F.coalesce("offset_count", F.lit(0)))
-        # The cleanup deletes an Empty group once no committed offsets remain (no open transactions here);
-        # share groups are never deleted this way (ShareGroup.shouldExpire is false).
-        .where(~((F.col("state") == "Empty") & (F.col("offset_count") == 0) & (F.col("group_type") != "share")))
-    )
+    counts = live.groupBy(*GROUP_KEY).agg(F.count(F.lit(1)).cast("int").alias("offset_count"))
+    surviving = groups.join(counts, GROUP_KEY, "left").withColumn("offset_count", F.coalesce("offset_count", F.lit(0)))
+    # The cleanup deletes an Empty group once no committed offsets and no open transactions remain;
+    # share groups are never deleted this way (ShareGroup.shouldExpire is false).
+    deletable = (F.col("state") == "Empty") & (F.col("offset_count") == 0) & (F.col("group_type") != "share")
+    if pending is not None:
+        surviving = surviving.join(pending.select(*GROUP_KEY).distinct().withColumn("has_open_transaction", F.lit(True)),
+                                   GROUP_KEY, "left")
+        deletable = deletable & F.col("has_open_transaction").isNull()
+    surviving = surviving.where(~deletable).drop("has_open_transaction")
     return ExpiredState(offsets=live, expired=expired, groups=surviving)

@@ -37,19 +37,48 @@ def ms_to_timestamp(ms: Column) -> Column:
 
 
 def check_records(raw: DataFrame) -> DataFrame:
-    """Every raw record with its coordinator partition, record type, group id and decode error (if any)."""
-    return raw.select(
+    """Every raw record with its coordinator partition, record type, group id and decode error (if any).
+
+    Batch metadata (segment sources, or dumps that kept it) rides along: producer id and epoch, and the
+    COMMIT/ABORT marker of a control record. Without it every record counts as non-transactional.
+    """
+    present = set(raw.columns)
+    producer_id = F.coalesce(F.col("producer_id"), F.lit(-1)) if "producer_id" in present else F.lit(-1)
+    producer_epoch = F.col("producer_epoch") if "producer_epoch" in present else F.lit(None)
+    is_control = F.coalesce(F.col("is_control"), F.lit(False)) if "is_control" in present else F.lit(False)
+    checked = raw.select(
         F.col("partition").alias("coordinator_partition"),
         F.col("offset").alias("record_offset"),
         F.col("timestamp").alias("record_timestamp"),
         "key",
         "value",
+        producer_id.cast("bigint").alias("producer_id"),
+        producer_epoch.cast("smallint").alias("producer_epoch"),
+        is_control.alias("is_control"),
         decode.check(F.col("key"), F.col("value")).alias("check"),
     ).select("*", "check.*").drop("check")
+    # A control record is a transaction marker, not an offsets-topic record: no type, no group, no decode error.
+    marker = transaction_marker(F.col("key"))
+    return checked.select(
+        *[c for c in checked.columns if c not in ("record_type", "group_id", "error", "is_control")],
+        F.when(~F.col("is_control"), F.col("record_type")).alias("record_type"),
+        F.when(~F.col("is_control"), F.col("group_id")).alias("group_id"),
+        F.when(~F.col("is_control"), F.col("error")).when(marker.isNull(), F.lit(
+            "control record with a malformed key (expected int16 version >= 0, int16 type)")).alias("error"),
+        F.when(F.col("is_control"), marker).alias("transaction_marker"),
+    )
+
+
+def transaction_marker(key: Column) -> Column:
+    """COMMIT, ABORT or UNKNOWN from a control record key (int16 version, int16 type: ControlRecordType);
+    null when the key is too short or its version negative, which Kafka rejects."""
+    version, kind = F.hex(F.substring(key, 1, 2)), F.hex(F.substring(key, 3, 2))
+    return F.when((F.length(key) >= 4) & (F.conv(version, 16, 10).cast("int") < 0x8000),
+                  F.when(kind == "0000", "ABORT").when(kind == "0001", "COMMIT").otherwise("UNKNOWN"))
 
 
 def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets: DataFrame | None,
-            topic_ids: DataFrame | None = None) -> dict[str, DataFrame]:
+            topic_ids: DataFrame | None = None, segment_errors: DataFrame | None = None) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed)."""
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
@@ -60,7 +89,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     # Winners are decoded once and then read by several tables.
     offsets = state.offsets.persist(StorageLevel.MEMORY_AND_DISK)
     groups = state.groups.persist(StorageLevel.MEMORY_AND_DISK)
-    expiry = apply_expiry(offsets, groups, as_of_ms, retention_ms)
+    pending = state.pending.persist(StorageLevel.MEMORY_AND_DISK)
+    expiry = apply_expiry(offsets, groups, as_of_ms, retention_ms, pending)
 
     committed = _offset_rows(expiry.offsets, as_of_col)
     expired = _offset_rows(expiry.expired, as_of_col).withColumn("expired_at", ms_to_timestamp(F.col("expired_at_ms")))
@@ -72,8 +102,9 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     def of_existing_groups(rows: DataFrame) -> DataFrame:
         return rows.join(existing.select(*GROUP_KEY), GROUP_KEY, "left_semi").select("*", as_of_col)
 
+    spark = checked.sparkSession
     if end_offsets is None:
-        lag = checked.sparkSession.createDataFrame([], spark_schema("consumer_lag"))
+        lag = spark.createDataFrame([], spark_schema("consumer_lag"))
     else:
         lag = consumer_lag(committed, end_offsets)
     quarantine = checked.where(F.col("error").isNotNull()).select(
@@ -88,6 +119,11 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         "streams_topologies": of_existing_groups(state.topologies),
         "consumer_lag": lag,
         "quarantine": quarantine,
+        "pending_transactions": pending.select(
+            "*", F.col("committed_offset").alias("offset"),
+            ms_to_timestamp(F.col("commit_timestamp_ms")).alias("commit_timestamp"), as_of_col),
+        "segment_errors": segment_errors if segment_errors is not None else spark.createDataFrame(
+            [], spark_schema("segment_errors")),
         # Not a table: groups whose records Kafka's strict replay would have refused (for the run summary).
         "replay_violations": state.violations,
     }
@@ -120,7 +156,8 @@ def record_counts(checked: DataFrame, as_of: datetime | None) -> dict[str, Any]:
             newest = r["newest"]
         if r["ok"]:
             decoded += r["count"]
-            name = REGISTRY[r["record_type"]].name if r["record_type"] in REGISTRY else str(r["record_type"])
+            name = (REGISTRY[r["record_type"]].name if r["record_type"] in REGISTRY
+                    else "TransactionMarker" if r["record_type"] is None else str(r["record_type"]))
             by_type[name] = by_type.get(name, 0) + r["count"]
             after_as_of += r["after"]
     modern = sum(n for name, n in by_type.items() if _family(name) in ("consumer", "share", "streams"))
@@ -144,21 +181,24 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     started = time.monotonic()
     # Live end offsets (--end-offsets kafka[:HOST:PORT]) are fetched after the rebuild, for its committed offsets.
     live_ends = live_cluster(cfg.end_offsets, cfg.source, cfg.kafka) if cfg.end_offsets and is_live(cfg.end_offsets) else None
-    raw = read_source(spark, cfg.source, cfg.kafka)
+    source = read_source(spark, cfg.source, cfg.kafka)
     end_offsets = read_end_offsets(spark, cfg.end_offsets) if cfg.end_offsets and live_ends is None else None
     # Modern groups' assignments name topics by id; classic groups and offset commits name them directly.
     topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
     topic_id_frame = spark.createDataFrame(sorted(topic_ids.items()), "topic_id string, topic string") if topic_ids else None
     log.info("checking every record of %s", cfg.source)
-    checked = check_records(raw).persist(StorageLevel.MEMORY_AND_DISK)
+    checked = check_records(source.records).persist(StorageLevel.MEMORY_AND_DISK)
     counts = record_counts(checked, cfg.as_of)
+    # The checked records and the (small) segment errors are materialised now: the source's own cache can go.
+    segment_errors = source.segment_errors.localCheckpoint() if source.segment_errors is not None else None
+    source.release()
     # Default as_of: the newest record (an empty input has none: then now, and every table is empty).
     as_of = cfg.as_of or counts["newest"] or datetime.now(timezone.utc)
     log.info("read %d records: %d decoded, %d quarantined; rebuilding as of %s (retention %d min)",
              counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
              as_of.isoformat(), cfg.retention_minutes)
 
-    tables = rebuild(checked, as_of, cfg.retention_ms, end_offsets, topic_id_frame)
+    tables = rebuild(checked, as_of, cfg.retention_ms, end_offsets, topic_id_frame, segment_errors)
     if live_ends is not None:
         committed = tables["committed_offsets"]
         tables["consumer_lag"] = consumer_lag(committed, live_end_offsets(spark, committed, live_ends))
@@ -184,6 +224,8 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         "expired_offsets": sink.rows["expired_offsets"],
         "members": sink.rows["group_members"],
         "consumer_lag": sink.rows["consumer_lag"],
+        "pending_transactions": sink.rows["pending_transactions"],
+        "segment_errors": sink.rows["segment_errors"],
         "as_of": as_of.isoformat().replace("+00:00", "Z"),
         "orphan_groups": orphans,
         "replay_violations": violations,

@@ -1,8 +1,9 @@
 """Replay per coordinator partition, as the broker's load does (spec §7.2-§7.3), with native operations.
 
-Without transaction markers (a read_committed dump), the broker's in-order fold over offset commits and
-classic group records ends in "the newest record per key wins; a tombstone deletes" (spec §7.7). So the
-fold becomes a reduction on raw key bytes per coordinator partition, and only the winners are decoded.
+The broker's in-order fold over offset commits and classic group records ends in "the newest record per
+key wins; a tombstone deletes" (spec §7.7), once transactional commits are sorted by the fate of their
+transaction (jobs.transactions). So the fold becomes a reduction on raw key bytes per coordinator
+partition, and only the winners are decoded.
 
 Input: the checked records (jobs.pipeline), valid and at or before as_of, with columns
 coordinator_partition, record_offset, record_timestamp, key, value, record_type, group_id.
@@ -17,6 +18,7 @@ from pyspark.sql import functions as F
 
 from jobs import decode
 from jobs.modern import CLASSIC, GROUP_KEY, MEMBER_KEY, replay_modern
+from jobs.transactions import resolve_transactions
 from offsets_codec import REGISTRY
 
 # Member state names by family and code (modern/MemberState.java, streams/MemberState.java).
@@ -33,6 +35,10 @@ def record_types(family: str) -> list[int]:
 
 
 OFFSET_TYPES = record_types("offsets")
+# Types 0 and 1 share the key layout and the broker converts type 0 to type 1 before replay, so the key
+# bytes after the 2-byte type prefix identify (group, topic, partition) whichever type wrote it.
+def offset_key() -> Column:
+    return F.substring(F.col("key"), 3, 1 << 30)
 CLASSIC_TYPES = record_types("classic")
 
 
@@ -41,6 +47,7 @@ class ReplayedState:
     """The state a coordinator would hold after loading the log up to as_of, before expiry."""
 
     offsets: DataFrame  # live committed offsets, one row per (group, topic, partition)
+    pending: DataFrame  # transactional commits of transactions still open, one row per (offset key, producer)
     groups: DataFrame  # groups of every family, one row per group id
     activity: DataFrame  # the newest record about each group: last_record_offset, last_record_timestamp
     members: DataFrame  # members of those groups (classic and modern), group_members columns
@@ -62,23 +69,27 @@ def last_writes(records: DataFrame, record_key: Column) -> DataFrame:
     return records.join(newest.drop("record_key"), ["coordinator_partition", "record_offset"], "left_semi")
 
 
-def offset_winners(records: DataFrame) -> DataFrame:
-    """Spec §7.2 without transactions: the newest offset record per key (a tombstone means deleted)."""
-    # Types 0 and 1 share the key layout and the broker converts type 0 to type 1 before replay, so the
-    # key bytes after the 2-byte type prefix identify (group, topic, partition) whichever type wrote it.
+def offset_winners(records: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Spec §7.2: (the newest effective offset record per key, a tombstone meaning deleted; the commits of
+    transactions still open). Without batch metadata every record is effective and nothing is open."""
     offset_records = records.where(F.col("record_type").isin(OFFSET_TYPES))
-    return last_writes(offset_records, F.expr("substring(key, 3)"))
+    markers = records.where(F.col("transaction_marker").isNotNull())
+    transactions = resolve_transactions(offset_records, markers, offset_key())
+    return last_writes(transactions.effective, offset_key()), transactions.open
 
 
 def committed_offsets(winners: DataFrame) -> DataFrame:
-    """The live offsets among the offset winners, decoded."""
+    """The live offsets among the offset winners (or open transactional commits), decoded."""
     return winners.where(F.col("value").isNotNull()).select(
         "coordinator_partition",
         "group_id",
         "record_offset",
         "record_timestamp",
+        "producer_id",
+        "producer_epoch",
         decode.offset_commit(F.col("key"), F.col("value")).alias("c"),
-    ).select("coordinator_partition", "group_id", "record_offset", "record_timestamp", "c.*")
+    ).select("coordinator_partition", "group_id", "record_offset", "record_timestamp", "producer_id",
+             "producer_epoch", "c.*")
 
 
 def classic_group_records(records: DataFrame) -> DataFrame:
@@ -117,8 +128,10 @@ def group_activity(records: DataFrame, offset_winners: DataFrame, metadata: Data
 def replay(records: DataFrame, topic_ids: DataFrame | None = None) -> ReplayedState:
     """Committed offsets plus the groups of every family that hold them, and their members."""
     # One row per key: cached, as the groups, the offsets and the group activity all read them.
-    winners = offset_winners(records).persist(StorageLevel.MEMORY_AND_DISK)
+    winners, open_commits = offset_winners(records)
+    winners = winners.persist(StorageLevel.MEMORY_AND_DISK)
     offsets = committed_offsets(winners)
+    pending = committed_offsets(open_commits)
     metadata = classic_group_records(records).persist(StorageLevel.MEMORY_AND_DISK)
     modern = replay_modern(records, metadata, last_writes)
     identity = modern.identity
@@ -148,7 +161,10 @@ def replay(records: DataFrame, topic_ids: DataFrame | None = None) -> ReplayedSt
     # A group id with offsets that no family holds is a "simple" group (state Empty, generation 0, no protocol
     # type). When the newest record that removed its group (a type-2 or modern group tombstone) came after
     # every commit, the offsets are orphans the pre-4.0 coordinator loaded as a simple group ("orphan_groups").
-    offset_groups = offsets.groupBy(*GROUP_KEY).agg(F.max("record_offset").alias("newest_commit_offset"))
+    # Open transactional commits count too: their replay created the group, and they keep it (spec §8.4).
+    offset_groups = offsets.select(*GROUP_KEY, "record_offset").unionByName(
+        pending.select(*GROUP_KEY, "record_offset")).groupBy(*GROUP_KEY).agg(
+        F.max("record_offset").alias("newest_commit_offset"))
     simple = (
         offset_groups.join(identity.where(F.col("holder").isNotNull()), GROUP_KEY, "left_anti")
         .join(identity.select(*GROUP_KEY, "newest_identity_offset"), GROUP_KEY, "left")
@@ -169,7 +185,7 @@ def replay(records: DataFrame, topic_ids: DataFrame | None = None) -> ReplayedSt
     members = classic_members(classic).unionByName(
         modern_members(modern.members, names, modern.topologies), allowMissingColumns=True)
     targets = name_partitions(modern.targets, names, modern.topologies, MEMBER_KEY + ["assignment_epoch"])
-    return ReplayedState(offsets=offsets, groups=groups, activity=group_activity(records, winners, metadata),
+    return ReplayedState(offsets=offsets, pending=pending, groups=groups, activity=group_activity(records, winners, metadata),
                          members=members, targets=targets, topologies=modern.topologies, identity=identity,
                          violations=_violations(identity, modern.violations))
 

@@ -22,6 +22,8 @@ TABLES = (
     "streams_topologies",
     "consumer_lag",
     "quarantine",
+    "pending_transactions",
+    "segment_errors",
 )
 
 

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import struct
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,6 +21,9 @@ HOUR = 60 * MINUTE
 DAY = 24 * HOUR
 WEEK = 7 * DAY
 RAW_DDL = "key binary, value binary, topic string, partition int, offset bigint, timestamp bigint, timestampType int"
+BATCH_DDL = "producer_id bigint, producer_epoch smallint, is_transactional boolean, is_control boolean"
+CONTROL_TYPES = {"ABORT": 0, "COMMIT": 1}
+CONTROL_NAMES = {v: k for k, v in CONTROL_TYPES.items()}
 
 
 def ms(dt: datetime) -> int:
@@ -55,15 +59,57 @@ class OffsetsLog:
         self.rows: list[tuple] = []
         self.next_offset: dict[int, int] = {}
 
-    def raw(self, key: bytes | None, value: bytes | None, at: int, partition: int = 0) -> int:
+    def raw(self, key: bytes | None, value: bytes | None, at: int, partition: int = 0, *, producer_id: int = -1,
+            producer_epoch: int = -1, is_control: bool = False) -> int:
+        """Append one record; a producer id makes it transactional (spec §1: producerId != -1)."""
         offset = self.next_offset.get(partition, 0)
         self.next_offset[partition] = offset + 1
-        self.rows.append((key, value, "__consumer_offsets", partition, offset, at, 0))
+        self.rows.append((key, value, "__consumer_offsets", partition, offset, at, 0,
+                          producer_id, producer_epoch, producer_id != -1, is_control))
         return offset
+
+    def marker(self, producer_id: int, marker: str, at: int, coordinator: int = 0, *, producer_epoch: int = 0,
+               coordinator_epoch: int = 0) -> int:
+        """A COMMIT or ABORT control record for `producer_id`, as the transaction coordinator writes it."""
+        key = struct.pack(">hh", 0, CONTROL_TYPES[marker])
+        value = struct.pack(">hi", 0, coordinator_epoch)
+        return self.raw(key, value, at, coordinator, producer_id=producer_id, producer_epoch=producer_epoch,
+                        is_control=True)
+
+    @property
+    def has_batch_metadata(self) -> bool:
+        return any(r[7] != -1 or r[10] for r in self.rows)
+
+    def read_committed(self) -> "OffsetsLog":
+        """What a read_committed consumer is handed (spec §1): no markers, no aborted records, and nothing
+        from the first record of a still-open transaction on (the last stable offset)."""
+        fate: dict[tuple[int, int, int], str | None] = {}  # (partition, producer, offset) -> next marker
+        pending: dict[tuple[int, int], list[int]] = {}
+        for r in self.rows:
+            partition, offset, producer, control = r[3], r[4], r[7], r[10]
+            if control:
+                for o in pending.pop((partition, producer), []):
+                    fate[(partition, producer, o)] = CONTROL_NAMES[r[0][3]]
+            elif producer != -1:
+                pending.setdefault((partition, producer), []).append(offset)
+        lso = {}
+        for (partition, _), offsets in pending.items():
+            lso[partition] = min(lso.get(partition, offsets[0]), offsets[0])
+        view = OffsetsLog()
+        for r in self.rows:
+            partition, offset, producer, control = r[3], r[4], r[7], r[10]
+            if control or offset >= lso.get(partition, offset + 1):
+                continue
+            if producer != -1 and fate.get((partition, producer, offset)) == "ABORT":
+                continue
+            view.rows.append(r[:7] + (-1, -1, False, False))
+        return view
 
     def commit(self, group: str, topic: str, partition: int, offset: int, at: int, *, version: int = 3,
                leader_epoch: int = -1, metadata: str = "", expire: int | None = None, topic_id: str | None = None,
-               commit_ts: int | None = None, record_type: int = OFFSET_COMMIT, coordinator: int = 0) -> int:
+               commit_ts: int | None = None, record_type: int = OFFSET_COMMIT, coordinator: int = 0,
+               producer_id: int = -1) -> int:
+        """An offset commit; with a producer id, a transactional one (TxnOffsetCommit)."""
         data: dict[str, Any] = {"offset": offset, "leaderEpoch": leader_epoch, "metadata": metadata,
                                 "commitTimestamp": at if commit_ts is None else commit_ts}
         if expire is not None:
@@ -71,11 +117,14 @@ class OffsetsLog:
         if topic_id is not None:
             data["topicId"] = topic_id
         key = encode_key(record_type, {"group": group, "topic": topic, "partition": partition})
-        return self.raw(key, encode_value(record_type, version, data), at, coordinator)
+        return self.raw(key, encode_value(record_type, version, data), at, coordinator, producer_id=producer_id,
+                        producer_epoch=0 if producer_id != -1 else -1)
 
-    def delete_offset(self, group: str, topic: str, partition: int, at: int, coordinator: int = 0) -> int:
+    def delete_offset(self, group: str, topic: str, partition: int, at: int, coordinator: int = 0,
+                      producer_id: int = -1) -> int:
         key = encode_key(OFFSET_COMMIT, {"group": group, "topic": topic, "partition": partition})
-        return self.raw(key, None, at, coordinator)
+        return self.raw(key, None, at, coordinator, producer_id=producer_id,
+                        producer_epoch=0 if producer_id != -1 else -1)
 
     def group(self, group: str, at: int, *, members: list[dict] | None = None, protocol_type: str = "consumer",
               generation: int = 1, protocol: str | None = "range", leader: str | None = None,
@@ -98,9 +147,12 @@ class OffsetsLog:
         encoded = None if value is None else encode_value(record_type, version, value)
         return self.raw(encode_key(record_type, key), encoded, at, coordinator)
 
-    def frame(self, spark):
-        """The contract's raw-record frame (timestamp as epoch-ms bigint, which the contract accepts)."""
-        return spark.createDataFrame(self.rows, RAW_DDL)
+    def frame(self, spark, batch_metadata: bool | None = None):
+        """The contract's raw-record frame (timestamp as epoch-ms bigint, which the contract accepts), with
+        the batch-metadata columns when asked, or by default when the log has transactions."""
+        if batch_metadata if batch_metadata is not None else self.has_batch_metadata:
+            return spark.createDataFrame(self.rows, f"{RAW_DDL}, {BATCH_DDL}")
+        return spark.createDataFrame([r[:7] for r in self.rows], RAW_DDL)
 
     def write_parquet(self, path) -> None:
         import pyarrow as pa
@@ -112,3 +164,47 @@ class OffsetsLog:
             ("offset", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")), ("timestampType", pa.int32())]))
         path.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, path / "part-0.parquet")
+
+    def write_segments(self, log_dir, *, compression: str | dict[int, str] = "none", batch_records: int = 50,
+                       segment_records: int | None = None, magic: dict[int, int] | None = None) -> list:
+        """The log as a broker log dir: `__consumer_offsets-N/<base offset>.log` files of record batches.
+
+        Consecutive records of one producer share a batch (up to `batch_records`), as a producer's appends
+        do; markers get their own control batch; `segment_records` rolls a new segment file. `compression`
+        and `magic` (0/1: old message sets, which cannot hold transactions) may differ per partition.
+        """
+        from offsets_codec.segment_writer import (encode_batch, encode_control_batch, encode_message_set,
+                                                  segment_file_name, write_segment)
+        from offsets_codec.segments import LogRecord
+
+        files = []
+        for partition in sorted({r[3] for r in self.rows}):
+            rows = [r for r in self.rows if r[3] == partition]
+            codec = compression if isinstance(compression, str) else compression.get(partition, "none")
+            version = (magic or {}).get(partition, 2)
+            folder = log_dir / f"__consumer_offsets-{partition}"
+            folder.mkdir(parents=True, exist_ok=True)
+            size = segment_records or len(rows)
+            for start in range(0, len(rows), size):
+                chunk, chunks = rows[start:start + size], []
+                i = 0
+                while i < len(chunk):
+                    r = chunk[i]
+                    if r[10]:
+                        chunks.append(encode_control_batch(r[4], CONTROL_NAMES[r[0][3]], producer_id=r[7],
+                                                           producer_epoch=r[8], timestamp=r[5]))
+                        i += 1
+                        continue
+                    j = i
+                    while j < len(chunk) and j - i < batch_records and not chunk[j][10] and chunk[j][7] == r[7]:
+                        j += 1
+                    records = [LogRecord(x[4], x[5], 0, x[0], x[1]) for x in chunk[i:j]]
+                    if version < 2:
+                        assert r[7] == -1, "message sets v0/v1 cannot hold transactional records"
+                        chunks.append(encode_message_set(records, magic=version, compression=codec))
+                    else:
+                        chunks.append(encode_batch(records, compression=codec, producer_id=r[7],
+                                                   producer_epoch=r[8], is_transactional=r[7] != -1))
+                    i = j
+                files.append(write_segment(folder / segment_file_name(chunk[0][4]), chunks))
+        return files

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-import sys
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
@@ -24,14 +21,13 @@ from jobs.config import KafkaOptions
 from jobs.errors import BadInput
 from jobs.session import has_jvm_class
 from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
+from jobs.sources.tasks import task_error, task_logger
 
 log = logging.getLogger("offsetlake")
 SOURCE_NAME = "offsetlake_kafka"
 SPARK_KAFKA_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 RAW_DDL = "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int"
 BATCH_ROWS = 10_000
-# A task's failure reaches the driver inside Spark's long error text; this marker carries our one line out.
-_TASK_ERROR = re.compile(r"<<offsetlake-kafka: (.*?)>>")
 
 
 @dataclass(frozen=True)
@@ -160,7 +156,7 @@ def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:
     """
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-    worker_log = _task_logger()
+    worker_log = task_logger()
     started = time.monotonic()
     try:
         consumer = Consumer(cluster.conf(**{
@@ -170,7 +166,7 @@ def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:
             "enable.partition.eof": True, "isolation.level": cluster.isolation,
         }))
     except KafkaException as e:
-        raise _task_error(cluster.fail("cannot create a consumer", e)) from None
+        raise task_error(cluster.fail("cannot create a consumer", e)) from None
     columns = _Columns()
     total = 0
     try:
@@ -185,7 +181,7 @@ def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:
                     if m.topic() is None and not err.fatal():
                         cluster.last_error = err.str()  # transient (retried by librdkafka); bounded by timeout
                         continue
-                    raise _task_error(cluster.fail(f"cannot read {topic}-{part.partition} at offset {position}", err))
+                    raise task_error(cluster.fail(f"cannot read {topic}-{part.partition} at offset {position}", err))
                 if m.offset() >= part.end:
                     done = True
                     break
@@ -202,7 +198,7 @@ def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:
                 total += len(columns)
                 yield columns.batch(topic, part.partition)
             if not done and now - last_progress > cluster.timeout_s:
-                raise _task_error(cluster.fail(
+                raise task_error(cluster.fail(
                     f"cannot read {topic}-{part.partition} up to the planned offset {part.end}",
                     f"no progress at offset {position} for {cluster.timeout_s:g}s"
                     + (f" (last error: {cluster.last_error})" if cluster.last_error else "")))
@@ -249,33 +245,3 @@ class _Columns:
         ], names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
         self._reset()  # the next batch starts empty
         return batch
-
-
-def _task_logger() -> logging.Logger:
-    """The executor's `offsetlake` logger (stderr), set up once per Python worker."""
-    worker = logging.getLogger("offsetlake.task")
-    if not worker.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("offsetlake: %(message)s"))
-        worker.addHandler(handler)
-        worker.setLevel(logging.INFO)
-        worker.propagate = False
-    return worker
-
-
-def _task_error(e: BadInput) -> RuntimeError:
-    return RuntimeError(f"<<offsetlake-kafka: {e}>>")
-
-
-@contextmanager
-def task_errors() -> Iterator[None]:
-    """Turn a failed Kafka read task (which Spark reports as a long error) back into its one-line BadInput."""
-    try:
-        yield
-    except BadInput:
-        raise
-    except Exception as e:
-        match = _TASK_ERROR.search(str(e))
-        if match is None:
-            raise
-        raise BadInput(match.group(1)) from None

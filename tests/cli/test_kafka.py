@@ -28,7 +28,8 @@ from jobs.cli import cli
 from jobs.config import KafkaOptions, SourceSpec
 from jobs.errors import BadInput
 from jobs.sources import read_source
-from jobs.sources.kafka import Slice, read_slice, task_errors
+from jobs.sources.kafka import Slice, read_slice
+from jobs.sources.tasks import task_errors
 from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
 from jobs.tables import TABLES
 

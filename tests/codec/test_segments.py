@@ -1,6 +1,7 @@
-"""Real broker segments (../shared/testdata/broker-segments): every record decodes to its last byte,
-re-encodes to the same bytes, and the record mix matches the histogram in the manifest, which was
-counted by an independent tool."""
+"""Real broker segments (../shared/testdata/broker-segments): the segment reader finds no damage
+(every batch CRC verifies) and the batch and record counts of the manifest; every record decodes to
+its last byte, re-encodes to the same bytes, and the record mix matches the histogram in the
+manifest, which was counted by an independent tool."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from collections import Counter
 
 import pytest
 from codec_testdata import TESTDATA
-from segment_reader import read_segment
 
-from offsets_codec import decode_key, decode_value, encode_key, encode_value, to_kafka_json
+from offsets_codec import Batch, decode_key, decode_value, encode_key, encode_value, to_kafka_json
+from offsets_codec.compression import CODEC_NAMES
 from offsets_codec.consumer_protocol import (
     decode_assignment,
     decode_subscription,
@@ -19,6 +20,7 @@ from offsets_codec.consumer_protocol import (
     encode_subscription,
     subscribed_topics_v0,
 )
+from offsets_codec.segments import read_segment_file
 
 MANIFEST = TESTDATA / "broker-segments" / "MANIFEST.json"
 GROUP_METADATA = 2
@@ -52,10 +54,15 @@ def _member_counts(members: list[dict], histogram: Counter) -> None:
 @pytest.mark.parametrize("i", _entries())
 def test_segment_decodes_completely_and_matches_the_manifest(manifest, testdata, i):
     entry = manifest[i]
+    items = list(read_segment_file(testdata / "broker-segments" / entry["file"]))  # CRCs verified
+    damage = [x for x in items if not isinstance(x, Batch)]
+    assert damage == []
+    assert len(items) == entry["batches"]
+    assert sorted({b.magic for b in items}) == entry["magic"]
+    assert sorted({b.compression for b in items}) == sorted({CODEC_NAMES[c] for c in entry["codecs"]})
     histogram: Counter = Counter()
-    for record in read_segment(testdata / "broker-segments" / entry["file"]):
-        if record.is_control:  # transaction markers are not records of this topic
-            continue
+    # transaction markers are not records of this topic
+    for record in (r for b in items if not b.is_control for r in b.records):
         key = decode_key(record.key)
         assert key.consumed == len(record.key)
         assert encode_key(key.record_type, key.data) == record.key

@@ -1,0 +1,280 @@
+"""Broker log segments: `__consumer_offsets-N/*.log` files read straight from a log directory (spec §1).
+
+The driver finds the partition folders and their segments; each coordinator partition is then read in its
+own Spark task, segment by segment in base-offset order, as a stream of batches (`offsets_codec.segments`),
+so a segment larger than memory is fine. Records keep their batch metadata (producer id and epoch,
+transactional and control flags): the replay needs it for transactions (spec §7.2).
+
+Damage never fails the run. A task emits what it found (a bad CRC, a truncated tail, a batch it cannot
+decompress) as a problem row beside the records; the driver adds the files and folders it ignored.
+Both become the `segment_errors` table.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from jobs.errors import BadInput
+from jobs.sources.tasks import task_error, task_logger
+from jobs.tables import spark_schema
+
+log = logging.getLogger("offsetlake")
+SOURCE_NAME = "offsetlake_segments"
+OFFSETS_TOPIC = "__consumer_offsets"
+BATCH_ROWS = 10_000
+PROBLEM_DDL = "struct<file:string, position:bigint, bytes_not_read:bigint, action:string, reason:string>"
+SEGMENT_DDL = (
+    "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int, "
+    "producer_id bigint, producer_epoch smallint, is_transactional boolean, is_control boolean, "
+    f"problem {PROBLEM_DDL}"
+)
+_PARTITION_DIR = re.compile(rf"^{OFFSETS_TOPIC}-(\d+)$")
+# A partition folder the broker is deleting, moving between log dirs, or found unreferenced.
+_SIDE_DIR = re.compile(rf"^{OFFSETS_TOPIC}-\d+\.[0-9a-f]+-(delete|future|stray)$")
+_SEGMENT = re.compile(r"^(\d{20})\.log$")
+# Files a partition folder holds beside its segments, derived from them: never read.
+_COMPANIONS = (".index", ".timeindex", ".txnindex", ".snapshot")
+_COMPANION_NAMES = ("leader-epoch-checkpoint", "partition.metadata")
+# Leftovers of deletion and compaction that look like segments: reported, never parsed as logs.
+_STRAY = {
+    ".deleted": "a segment the broker had scheduled for deletion (no longer part of the log)",
+    ".cleaned": "a log cleaner output the broker discards on restart",
+    ".swap": "a log cleaner swap file (the broker completes or discards the swap on restart)",
+}
+_SIDE_DIRS = {
+    "delete": "a partition folder the broker was deleting",
+    "future": "a replica being moved to another log dir (the current one is read)",
+    "stray": "a stray partition folder the broker did not own",
+}
+
+
+@dataclass(frozen=True)
+class PartitionLog(InputPartition):
+    """One coordinator partition's segments, read by one Spark task."""
+
+    partition: int
+    directory: str
+    segments: tuple[str, ...]  # file names, in base-offset order
+    size: int  # bytes, for the plan's log line
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A file or folder under DIR that is not read, and why."""
+
+    partition: int | None
+    path: str
+    reason: str
+    action: str = "file_ignored"
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    partitions: list[PartitionLog]
+    ignored: list[Ignored]
+
+
+def plan_segments(location: str) -> SegmentPlan:
+    """Find the partition folders under `location` (a log dir, a folder of log dirs, or one partition folder)."""
+    root = Path(location)
+    if not root.exists():
+        raise BadInput(f"--source segments:{location}: no such directory")
+    if not root.is_dir():
+        raise BadInput(f"--source segments:{location}: not a directory (give a broker log dir or a "
+                       f"{OFFSETS_TOPIC}-N folder)")
+    found: dict[int, Path] = {}
+    ignored: list[Ignored] = []
+    for folder in _partition_folders(root, ignored):
+        partition = int(_PARTITION_DIR.match(folder.name).group(1))
+        if partition in found:
+            raise BadInput(f"--source segments:{location}: partition {partition} is in two folders, "
+                           f"{found[partition]} and {folder} (replicas, or two clusters?); give one log dir")
+        found[partition] = folder
+    if not found:
+        raise BadInput(f"--source segments:{location}: no {OFFSETS_TOPIC}-N folder found")
+    partitions = [_partition_log(p, found[p], ignored) for p in sorted(found)]
+    return SegmentPlan(partitions, ignored)
+
+
+def _partition_folders(root: Path, ignored: list[Ignored]) -> Iterator[Path]:
+    if _PARTITION_DIR.match(root.name):
+        yield root
+        return
+    for path, dirs, _files in os.walk(root):
+        keep = []
+        for name in sorted(dirs):
+            side = _SIDE_DIR.match(name)
+            if _PARTITION_DIR.match(name):
+                yield Path(path) / name
+            elif side:
+                ignored.append(Ignored(None, str(Path(path) / name), _SIDE_DIRS[side.group(1)], "folder_ignored"))
+            else:
+                keep.append(name)  # any other folder may hold log dirs (other topics' folders are just listed)
+        dirs[:] = keep
+
+
+def _partition_log(partition: int, folder: Path, ignored: list[Ignored]) -> PartitionLog:
+    segments: list[tuple[int, str]] = []
+    size = 0
+    for entry in sorted(folder.iterdir()):
+        name = entry.name
+        match = _SEGMENT.match(name)
+        if match and entry.is_file():
+            segments.append((int(match.group(1)), name))
+            size += entry.stat().st_size
+        elif name.endswith(_COMPANIONS) or name in _COMPANION_NAMES:
+            continue
+        else:
+            reason = next((why for suffix, why in _STRAY.items() if name.endswith(suffix)), "not a log segment")
+            ignored.append(Ignored(partition, str(entry), reason))
+    return PartitionLog(partition, str(folder), tuple(name for _, name in sorted(segments)), size)
+
+
+def read_segments(spark: SparkSession, location: str) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(the read, its raw records with batch metadata, its segment_errors rows) for every segment under `location`.
+
+    One read produces both: the read is persisted, so splitting it does not read the files twice.
+    """
+    plan = plan_segments(location)
+    total = sum(p.size for p in plan.partitions)
+    log.info("segments under %s: %d partitions, %d segment files, %.1f MB",
+             location, len(plan.partitions), sum(len(p.segments) for p in plan.partitions), total / 1e6)
+    for item in plan.ignored:
+        log.warning("not read: %s (%s)", item.path, item.reason)
+    todo = [p for p in plan.partitions if p.segments]
+    if todo:
+        spark.dataSource.register(SegmentSource)
+        frame = (spark.read.format(SOURCE_NAME)
+                 .option("partitions", json.dumps([asdict(p) for p in todo])).load()
+                 .persist(StorageLevel.MEMORY_AND_DISK))
+    else:
+        frame = spark.createDataFrame([], SEGMENT_DDL)
+    records = frame.where(F.col("problem").isNull()).drop("problem")
+    found = frame.where(F.col("problem").isNotNull()).select(
+        F.col("partition").alias("coordinator_partition"), "problem.*")
+    skipped = spark.createDataFrame(
+        [(i.partition, i.path, None, None, i.action, i.reason) for i in plan.ignored], spark_schema("segment_errors"))
+    return frame, records, found.unionByName(skipped)
+
+
+class SegmentSource(DataSource):
+    """`spark.read.format("offsetlake_segments")`: one task per coordinator partition (option `partitions`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return SEGMENT_DDL
+
+    def reader(self, schema: Any) -> "SegmentReader":
+        return SegmentReader(self.options["partitions"])
+
+
+class SegmentReader(DataSourceReader):
+    def __init__(self, partitions: str) -> None:
+        self._partitions = partitions
+
+    def partitions(self) -> list[PartitionLog]:
+        return [PartitionLog(**{**p, "segments": tuple(p["segments"])}) for p in json.loads(self._partitions)]
+
+    def read(self, partition: PartitionLog) -> Iterator[Any]:
+        yield from read_partition(partition)
+
+
+def read_partition(part: PartitionLog) -> Iterator[Any]:
+    """pyarrow RecordBatches (SEGMENT_DDL) of one coordinator partition's segments, problems included."""
+    from offsets_codec.segments import Batch, read_segment_file
+
+    worker_log = task_logger()
+    started = time.monotonic()
+    rows = _Rows(part.partition)
+    records = problems = 0
+    for name in part.segments:
+        path = os.path.join(part.directory, name)
+        try:
+            for item in read_segment_file(path):
+                if isinstance(item, Batch):
+                    rows.add_batch(item)
+                    records += len(item.records)
+                else:
+                    rows.add_problem(path, item)
+                    problems += 1
+                    worker_log.warning("%s at byte %d: %s", path, item.position, item.reason)
+                if len(rows) >= BATCH_ROWS:
+                    yield rows.batch()
+        except OSError as e:
+            raise task_error(BadInput(f"--source segments: cannot read {path}: {e.strerror or e}")) from None
+    if len(rows):
+        yield rows.batch()
+    worker_log.info("read %s-%d: %d segments, %d records, %d problems in %.1fs", OFFSETS_TOPIC, part.partition,
+                    len(part.segments), records, problems, time.monotonic() - started)
+
+
+class _Rows:
+    """Column buffers for one RecordBatch in SEGMENT_DDL's layout."""
+
+    _COLUMNS = ("key", "value", "offset", "timestamp", "timestampType", "producer_id", "producer_epoch",
+                "is_transactional", "is_control", "problem")
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.columns: dict[str, list[Any]] = {c: [] for c in self._COLUMNS}
+
+    def __len__(self) -> int:
+        return len(self.columns["offset"])
+
+    def add_batch(self, batch: Any) -> None:
+        c = self.columns
+        for r in batch.records:
+            c["key"].append(r.key)
+            c["value"].append(r.value)
+            c["offset"].append(r.offset)
+            # Kafka writes -1 for "no timestamp"; magic-0 messages have none at all.
+            c["timestamp"].append(r.timestamp * 1000 if r.timestamp is not None and r.timestamp >= 0 else None)
+            c["timestampType"].append(r.timestamp_type)
+        n = len(batch.records)
+        c["producer_id"] += [batch.producer_id] * n
+        c["producer_epoch"] += [batch.producer_epoch] * n
+        c["is_transactional"] += [batch.is_transactional] * n
+        c["is_control"] += [batch.is_control] * n
+        c["problem"] += [None] * n
+
+    def add_problem(self, path: str, damage: Any) -> None:
+        action = "segment_truncated" if damage.fatal else "batch_skipped"
+        for name in self._COLUMNS:
+            self.columns[name].append(None)
+        self.columns["offset"][-1] = -1  # no record here; the problem column says what happened
+        self.columns["problem"][-1] = {"file": path, "position": damage.position,
+                                       "bytes_not_read": damage.bytes_skipped, "action": action,
+                                       "reason": damage.reason}
+
+    def batch(self) -> Any:
+        import pyarrow as pa
+
+        c = self.columns
+        n = len(self)
+        problem_type = pa.struct([("file", pa.string()), ("position", pa.int64()), ("bytes_not_read", pa.int64()),
+                                  ("action", pa.string()), ("reason", pa.string())])
+        batch = pa.RecordBatch.from_arrays([
+            pa.array(c["key"], pa.binary()), pa.array(c["value"], pa.binary()),
+            pa.array([OFFSETS_TOPIC] * n, pa.string()), pa.array([self.partition] * n, pa.int32()),
+            pa.array(c["offset"], pa.int64()), pa.array(c["timestamp"], pa.timestamp("us", tz="UTC")),
+            pa.array(c["timestampType"], pa.int32()), pa.array(c["producer_id"], pa.int64()),
+            pa.array(c["producer_epoch"], pa.int16()), pa.array(c["is_transactional"], pa.bool_()),
+            pa.array(c["is_control"], pa.bool_()), pa.array(c["problem"], problem_type),
+        ], names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "producer_id",
+                  "producer_epoch", "is_transactional", "is_control", "problem"])
+        self.columns = {name: [] for name in self._COLUMNS}
+        return batch

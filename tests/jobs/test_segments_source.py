@@ -1,0 +1,277 @@
+"""`--source segments:DIR`: broker log dirs written by our own segment writer (every codec, old message
+sets, transactions, damage, stray files) and the real segments in ../shared/testdata, each checked
+against the record-by-record reference replay (tests/reference_replay.py)."""
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from deltalake import DeltaTable
+from offsets_log import CONTROL_NAMES, DAY, MINUTE, T0, OffsetsLog
+from reference_replay import LogEntry, replay_log
+from test_transactions import random_log
+
+
+from jobs.cli import cli
+from jobs.config import SourceSpec
+from jobs.errors import BadInput
+from jobs.pipeline import check_records, rebuild
+from jobs.raw import normalise
+from jobs.sources import read_source
+from jobs.sources.segments import plan_segments
+from offsets_codec.segments import Batch, read_segment_file
+
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+AS_OF = "2030-01-01T00:00:00Z"
+FOREVER = str(100 * 365 * 24 * 60)  # retention in minutes: nothing expires by age
+
+
+def mixed_log() -> OffsetsLog:
+    """A random transactional log over coordinator partitions 0-4, plus plain commits in partitions 5-6."""
+    log = random_log(seed=7, records=1500, partitions=5)
+    for i in range(60):
+        log.commit(f"old-{i % 3}", "legacy", i % 4, offset=i, at=T0 + i * MINUTE, coordinator=5 + i % 2)
+    return log
+
+
+def write_log_dir(log: OffsetsLog, root: Path) -> Path:
+    # Partition p gets codec p; partitions 5 and 6 are v0 and v1 message sets (gzip, lz4): pre-0.11 brokers.
+    log.write_segments(root, compression={**CODECS, 5: "gzip", 6: "lz4"}, batch_records=7, segment_records=120,
+                       magic={5: 0, 6: 1})
+    return root
+
+
+def run_cli(source: Path, output: Path, *extra: str) -> dict:
+    result = CliRunner().invoke(cli, ["rebuild", "--source", f"segments:{source}", "--output", str(output),
+                                      "--as-of", AS_OF, "--retention-minutes", FOREVER, *extra],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output.strip().splitlines()[-1])
+
+
+def table(output: Path, name: str) -> list[dict]:
+    return DeltaTable(str(output / name)).to_pyarrow_table().to_pylist()
+
+
+def entries(log: OffsetsLog):
+    return [LogEntry(r[3], r[4], r[7], CONTROL_NAMES[r[0][3]] if r[10] else None, r[0], r[1]) for r in log.rows]
+
+
+def offsets_of(rows: list[dict]) -> dict:
+    return {(r["coordinator_partition"], r["group_id"], r["topic"], r["partition"]):
+            (r["committed_offset"], r["record_offset"]) for r in rows}
+
+
+def pending_of(rows: list[dict]) -> dict:
+    return {(r["coordinator_partition"], r["group_id"], r["topic"], r["partition"], r["producer_id"]):
+            (r["offset"], r["record_offset"]) for r in rows}
+
+
+@pytest.fixture(scope="module")
+def segment_run(tmp_path_factory):
+    log = mixed_log()
+    root = write_log_dir(log, tmp_path_factory.mktemp("logdir") / "kafka-logs")
+    output = tmp_path_factory.mktemp("tables")
+    return log, root, output, run_cli(root, output)
+
+
+def test_every_record_of_every_codec_and_format_is_read(segment_run):
+    log, root, output, summary = segment_run
+    assert summary["records_read"] == len(log.rows)
+    assert summary["records_quarantined"] == 0 and summary["segment_errors"] == 0
+    assert summary["records_by_type"]["TransactionMarker"] == sum(1 for r in log.rows if r[10])
+    assert len(list(root.glob("*/*.log"))) > 14  # several segments per partition, read in base-offset order
+
+
+def test_segments_give_the_brokers_offsets_and_open_transactions(segment_run):
+    log, _, output, summary = segment_run
+    want = replay_log(entries(log))
+    assert offsets_of(table(output, "committed_offsets")) == {
+        k: (v.offset, v.record_offset) for k, v in want.committed.items()}
+    assert pending_of(table(output, "pending_transactions")) == {
+        k: (v.offset, v.record_offset) for k, v in want.pending.items()}
+    assert summary["pending_transactions"] == len(want.pending) > 0
+
+
+def test_segments_and_a_read_committed_dump_agree_except_for_open_transactions(spark, segment_run, tmp_path):
+    """A read_committed consumer skips markers and aborted commits and stops at the last stable offset,
+    so only the partitions with open transactions can differ, and there only from that offset on."""
+    log, _, output, _ = segment_run
+    view = log.read_committed()
+    view.write_parquet(tmp_path / "dump")
+    dumped = CliRunner().invoke(cli, ["rebuild", "--source", f"parquet:{tmp_path / 'dump'}", "--output",
+                                      str(tmp_path / "out"), "--as-of", AS_OF, "--retention-minutes", FOREVER],
+                                catch_exceptions=False)
+    assert dumped.exit_code == 0, dumped.output
+    from_segments = offsets_of(table(output, "committed_offsets"))
+    from_dump = offsets_of(table(tmp_path / "out", "committed_offsets"))
+    open_partitions = {k[0] for k in pending_of(table(output, "pending_transactions"))}
+    assert open_partitions and open_partitions != set(range(7))
+    same = {k: v for k, v in from_segments.items() if k[0] not in open_partitions}
+    assert same == {k: v for k, v in from_dump.items() if k[0] not in open_partitions}
+    # Where a transaction is open, the dump is the broker's state as of the last stable offset.
+    stable = [r for r in view.rows if r[3] in open_partitions]
+    assert {k: v for k, v in from_dump.items() if k[0] in open_partitions} == {
+        k: (v.offset, v.record_offset) for k, v in replay_log(entries_of_rows(stable)).committed.items()}
+    assert table(tmp_path / "out", "pending_transactions") == []
+
+
+def entries_of_rows(rows):
+    log = OffsetsLog()
+    log.rows = rows
+    return entries(log)
+
+
+def test_segment_rows_keep_their_batch_metadata(spark, segment_run):
+    log, root, _, _ = segment_run
+    source = read_source(spark, SourceSpec("segments", str(root)))
+    try:
+        got = {(r.partition, r.offset): (r.producer_id, r.is_transactional, r.is_control)
+               for r in source.records.select("partition", "offset", "producer_id", "is_transactional",
+                                              "is_control").collect()}
+    finally:
+        source.release()
+    want = {(r[3], r[4]): (r[7], r[9], r[10]) for r in log.rows}
+    assert got == want
+
+
+# --- damage and stray files ------------------------------------------------------------------------
+
+def batch_positions(path: Path) -> list[Batch]:
+    return [b for b in read_segment_file(path) if isinstance(b, Batch)]
+
+
+@pytest.fixture(scope="module")
+def damaged_run(tmp_path_factory):
+    log = mixed_log()
+    root = write_log_dir(log, tmp_path_factory.mktemp("damaged") / "kafka-logs")
+    lost: set[tuple[int, int]] = set()
+    # A CRC error in the middle of partition 1's first segment: the rest of that segment is not read.
+    first = sorted((root / "__consumer_offsets-1").glob("*.log"))[0]
+    batches = batch_positions(first)
+    hit = batches[len(batches) // 2]
+    data = bytearray(first.read_bytes())
+    data[hit.position + hit.size - 3] ^= 0xFF
+    first.write_bytes(bytes(data))
+    lost |= {(1, r.offset) for b in batches[len(batches) // 2:] for r in b.records}
+    # A broker killed mid-write: partition 2's last segment ends inside its last batch.
+    last = sorted((root / "__consumer_offsets-2").glob("*.log"))[-1]
+    tail = batch_positions(last)[-1]
+    last.write_bytes(last.read_bytes()[:tail.position + tail.size - 5])
+    lost |= {(2, r.offset) for r in tail.records}
+    # Files a log dir holds besides segments, and leftovers that must never be parsed as logs.
+    (root / "__consumer_offsets-0" / "00000000000000000000.index").write_bytes(b"\x00" * 16)
+    (root / "__consumer_offsets-0" / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    shutil.copy(first, root / "__consumer_offsets-3" / "00000000000000000999.log.deleted")
+    (root / "__consumer_offsets-3" / "00000000000000000999.log.swap").write_bytes(b"junk")
+    (root / "__consumer_offsets-4.0123abcd-delete").mkdir()
+    output = tmp_path_factory.mktemp("damaged-tables")
+    summary = run_cli(root, output)
+    survivors = OffsetsLog()
+    survivors.rows = [r for r in log.rows if (r[3], r[4]) not in lost]
+    return survivors, root, output, summary, (first, hit.position), (last, tail.position)
+
+
+def test_damage_is_reported_where_it_is(damaged_run):
+    _, root, output, summary, (crc_file, crc_at), (cut_file, cut_at) = damaged_run
+    errors = {(Path(e["file"]).name, e["action"]): e for e in table(output, "segment_errors")}
+    crc = errors[(crc_file.name, "segment_truncated")]
+    assert crc["coordinator_partition"] == 1 and crc["position"] == crc_at and "CRC" in crc["reason"]
+    assert crc["bytes_not_read"] == crc_file.stat().st_size - crc_at
+    cut = next(e for e in table(output, "segment_errors") if e["coordinator_partition"] == 2)
+    assert cut["position"] == cut_at and cut["action"] == "segment_truncated" and "truncated" in cut["reason"]
+    ignored = {(Path(e["file"]).name, e["action"]) for e in table(output, "segment_errors")
+               if e["action"] in ("file_ignored", "folder_ignored")}
+    assert ignored == {("00000000000000000999.log.deleted", "file_ignored"),
+                       ("00000000000000000999.log.swap", "file_ignored"),
+                       ("__consumer_offsets-4.0123abcd-delete", "folder_ignored")}
+    assert summary["segment_errors"] == 5
+
+
+def test_damage_loses_only_what_follows_it_in_its_segment(damaged_run):
+    survivors, _, output, summary, _, _ = damaged_run
+    assert summary["records_read"] == len(survivors.rows) and summary["records_quarantined"] == 0
+    want = replay_log(entries(survivors))
+    assert offsets_of(table(output, "committed_offsets")) == {
+        k: (v.offset, v.record_offset) for k, v in want.committed.items()}
+    assert pending_of(table(output, "pending_transactions")) == {
+        k: (v.offset, v.record_offset) for k, v in want.pending.items()}
+
+
+def test_source_errors_are_one_line(tmp_path):
+    with pytest.raises(BadInput, match="no such directory"):
+        plan_segments(str(tmp_path / "missing"))
+    with pytest.raises(BadInput, match="no __consumer_offsets-N folder"):
+        plan_segments(str(tmp_path))
+    for log_dir in ("a", "b"):
+        (tmp_path / log_dir / "__consumer_offsets-7").mkdir(parents=True)
+    with pytest.raises(BadInput, match="partition 7 is in two folders"):
+        plan_segments(str(tmp_path))
+    one = plan_segments(str(tmp_path / "a" / "__consumer_offsets-7"))  # a single partition folder
+    assert [p.partition for p in one.partitions] == [7]
+
+
+# --- real broker log dirs (../shared/testdata) -----------------------------------------------------
+
+def real_log_dirs(testdata: Path) -> list[Path]:
+    return sorted({p.parent for p in (testdata / "broker-segments").glob("**/__consumer_offsets-*")})
+
+
+def test_real_log_dirs_rebuild_as_the_reference_replay_says(spark, shared_testdata):
+    """All 26 real log dirs in one rebuild: dir i's coordinator partitions become 1000*i + p, so the
+    clusters stay apart (state never crosses coordinator partitions). The segments are read by the codec
+    here (the source's task does the same per partition; the CLI test below runs the source on a real dir)."""
+    manifest = json.loads((shared_testdata / "broker-segments" / "MANIFEST.json").read_text())
+    rows, expected_entries = [], []
+    for i, log_dir in enumerate(real_log_dirs(shared_testdata)):
+        for folder in plan_segments(str(log_dir)).partitions:
+            p = 1000 * i + folder.partition
+            for name in folder.segments:
+                for batch in read_segment_file(Path(folder.directory) / name):
+                    assert isinstance(batch, Batch)  # every CRC verified, nothing truncated
+                    for r in batch.records:
+                        expected_entries.append(LogEntry(p, r.offset, batch.producer_id, batch.control_type, r.key,
+                                                         r.value))
+                        rows.append((r.key, r.value, p, r.offset, r.timestamp, batch.producer_id, batch.is_control))
+    raw = spark.createDataFrame(rows, "key binary, value binary, partition int, offset bigint, timestamp bigint, "
+                                      "producer_id bigint, is_control boolean")
+    checked = check_records(normalise(raw, "test"))
+    assert checked.count() == sum(e["records"] for e in manifest) == len(expected_entries)
+    assert checked.where("error IS NOT NULL").count() == 0
+    newest = checked.agg({"record_timestamp": "max"}).first()[0].replace(tzinfo=timezone.utc)
+    tables = rebuild(checked, newest, 100 * 365 * DAY, None)
+    want = replay_log(expected_entries)
+    live = tables["committed_offsets"].unionByName(tables["expired_offsets"], allowMissingColumns=True)
+    assert {(r.coordinator_partition, r.group_id, r.topic, r.partition): (r.committed_offset, r.record_offset)
+            for r in live.collect()} == {k: (v.offset, v.record_offset) for k, v in want.committed.items()}
+    assert tables["pending_transactions"].count() == 0 == len(want.pending)
+    # Groups: the broker's groups, minus Empty ones left without offsets (the cleanup deletes those).
+    groups = {(r.coordinator_partition, r.group_id): r for r in tables["consumer_groups"].collect()}
+    live_counts: dict = {}
+    for r in tables["committed_offsets"].collect():
+        live_counts[(r.coordinator_partition, r.group_id)] = live_counts.get((r.coordinator_partition, r.group_id), 0) + 1
+    for key, g in want.groups.items():
+        if key not in groups:
+            assert g.state == "Empty" and live_counts.get(key, 0) == 0, key
+            continue
+        got = groups[key]
+        assert (got.state, got.generation, got.protocol_type, got.member_count) == (
+            g.state, g.generation, g.protocol_type, len(g.member_ids)), key
+    assert set(groups) <= set(want.groups) and len(groups) > 20
+
+
+def test_a_real_log_dir_through_the_cli(shared_testdata, tmp_path):
+    log_dir = max(real_log_dirs(shared_testdata), key=lambda d: sum(f.stat().st_size for f in d.glob("*/*.log")))
+    result = CliRunner().invoke(cli, ["rebuild", "--source", f"segments:{log_dir}", "--output", str(tmp_path)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    records = sum(len(b.records) for f in log_dir.glob("*/*.log") for b in read_segment_file(f))
+    assert summary["records_read"] == summary["records_decoded"] == records
+    assert summary["segment_errors"] == 0 and summary["groups"] > 0
+    assert summary["as_of"].startswith("20")  # the newest record's time, not now
+    assert datetime.fromisoformat(summary["as_of"].replace("Z", "+00:00")) < datetime.now(timezone.utc)
