@@ -121,7 +121,7 @@ def rebuild(**options: Any) -> None:
 
 
 @cli.command()
-@click.option("--source", required=True, metavar="SOURCE", help="kafka:HOST:PORT[,...] or parquet:PATH.")
+@click.option("--source", required=True, metavar="SOURCE", help="kafka:HOST:PORT[,...], segments:DIR or parquet:PATH.")
 @click.option("--output", required=True, type=click.Path(), metavar="PATH", help="Parquet dump to write (must not exist).")
 @kafka_options
 def dump(source: str, output: str, **kafka: Any) -> None:
@@ -142,12 +142,13 @@ def dump(source: str, output: str, **kafka: Any) -> None:
 
 
 @cli.command()
-@click.option("--source", required=True, metavar="SOURCE", help="parquet:PATH (a dump).")
+@click.option("--source", required=True, metavar="SOURCE", help="parquet:PATH (a dump) or segments:DIR.")
 @click.option("--limit", type=click.IntRange(min=0), help="Stop after N records.")
 def decode(source: str, limit: int | None) -> None:
     """Print each record as Kafka's console formatters do (one JSON object per line).
 
-    Undecodable records print {"partition":..,"offset":..,"error":..} with the raw bytes in Base64.
+    Undecodable records print {"partition":..,"offset":..,"error":..} with the raw bytes in Base64;
+    segments also print transaction markers ({"marker":"COMMIT",...}) and damage ({"damage":...}).
     Example: offsetlake decode --source parquet:dump/ --limit 20
     """
     from jobs.views import decode_lines

@@ -19,10 +19,18 @@ def write_dump(spark: SparkSession, source: SourceSpec, kafka: KafkaOptions, out
     """Read `source` once and write it under `output` (which must not exist); returns record counts."""
     if output.exists():
         raise BadInput(f"--output {output}: already exists (a dump is never overwritten)")
-    raw = read_source(spark, source, kafka)
-    # Spark's Kafka-source column order; topic and timestampType are present for a kafka: source.
-    columns = [c for c in ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType") if c in raw.columns]
-    raw.select(columns).write.parquet(str(output))
+    read = read_source(spark, source, kafka)
+    raw = read.records
+    # Spark's Kafka-source column order, then the batch metadata a segment source has (for exact transactions).
+    columns = [c for c in ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "producer_id",
+                           "producer_epoch", "is_transactional", "is_control") if c in raw.columns]
+    try:
+        raw.select(columns).write.parquet(str(output))
+        problems = read.segment_errors.collect() if read.segment_errors is not None else []
+        for e in problems:
+            log.warning("%s: %s at byte %s: %s", e.file, e.action, e.position, e.reason)
+    finally:
+        read.release()
     records = pads.dataset(output, format="parquet").count_rows()  # from the footers
     log.info("wrote %d records of %s to %s", records, source, output)
-    return {"records": records, "source": str(source), "output": str(output)}
+    return {"records": records, "source": str(source), "output": str(output), "segment_errors": len(problems)}

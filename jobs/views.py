@@ -15,14 +15,53 @@ from offsets_codec import DecodeError, to_kafka_json
 
 
 def decode_lines(source: str, limit: int | None = None) -> Iterator[str]:
-    """One JSON line per record of a Parquet dump, in (partition, offset) order per file batch.
+    """One JSON line per record of a Parquet dump or of log segments, without starting Spark.
 
-    Streams the dump with pyarrow (no Spark start-up for a quick look); undecodable records are kept,
-    with their reason and raw bytes.
+    Undecodable records are kept, with their reason and raw bytes; segments also show transaction
+    markers and damage (like kafka-dump-log.sh, which is the only other dump that keeps them).
     """
     spec = SourceSpec.parse(source)
-    if spec.kind != "parquet":
-        raise BadInput(f"--source {source}: decode reads parquet:PATH dumps in this version")
+    if spec.kind == "kafka":
+        raise BadInput(f"--source {source}: decode reads parquet:PATH or segments:DIR (dump a cluster first)")
+    lines = _segment_lines(spec.location) if spec.kind == "segments" else _parquet_lines(source, spec)
+    for emitted, line in enumerate(lines):
+        if limit is not None and emitted >= limit:
+            return
+        yield line
+
+
+def _record_line(partition: int, offset: int, key: bytes | None, value: bytes | None) -> str:
+    try:
+        return to_kafka_json(key, value)
+    except DecodeError as e:
+        return json.dumps({"partition": partition, "offset": offset, "error": str(e), "key": _b64(key),
+                           "value": _b64(value)}, separators=(",", ":"))
+
+
+def _segment_lines(location: str) -> Iterator[str]:
+    from jobs.sources.segments import plan_segments
+    from offsets_codec.segments import Batch, read_segment_file
+
+    plan = plan_segments(location)
+    for item in plan.ignored:
+        yield json.dumps({"file": item.path, "ignored": item.reason}, separators=(",", ":"))
+    for part in plan.partitions:
+        for name in part.segments:
+            path = f"{part.directory}/{name}"
+            for item in read_segment_file(path):
+                if not isinstance(item, Batch):
+                    yield json.dumps({"file": path, "position": item.position, "damage": item.reason,
+                                      "fatal": item.fatal}, separators=(",", ":"))
+                elif item.is_control:
+                    for r in item.records:
+                        yield json.dumps({"partition": part.partition, "offset": r.offset, "producerId":
+                                          item.producer_id, "marker": item.control_type}, separators=(",", ":"))
+                else:
+                    for r in item.records:
+                        yield _record_line(part.partition, r.offset, r.key, r.value)
+
+
+def _parquet_lines(source: str, spec: SourceSpec) -> Iterator[str]:
     if not Path(spec.location).exists():
         raise BadInput(f"--source {source}: no such file or directory")
     try:
@@ -32,19 +71,9 @@ def decode_lines(source: str, limit: int | None = None) -> Iterator[str]:
         raise BadInput(f"--source {source}: cannot read Parquet ({str(e).splitlines()[0][:200]})") from None
     if missing:
         raise BadInput(f"--source {source}: missing required column(s) {', '.join(missing)}")
-    emitted = 0
     for batch in dataset.to_batches(columns=["partition", "offset", "key", "value"]):
         for row in batch.to_pylist():
-            if limit is not None and emitted >= limit:
-                return
-            emitted += 1
-            try:
-                yield to_kafka_json(row["key"], row["value"])
-            except DecodeError as e:
-                yield json.dumps({
-                    "partition": row["partition"], "offset": row["offset"], "error": str(e),
-                    "key": _b64(row["key"]), "value": _b64(row["value"]),
-                }, separators=(",", ":"))
+            yield _record_line(row["partition"], row["offset"], row["key"], row["value"])
 
 
 def _b64(data: bytes | None) -> str | None:

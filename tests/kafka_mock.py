@@ -74,12 +74,13 @@ class MockCluster:
 
 
 def produce_rows(bootstrap: str, topic: str, rows: list[tuple]) -> None:
-    """Produce OffsetsLog rows (key, value, topic, partition, offset, timestamp_ms, type) in order, each to its
-    partition with its CreateTime; offsets then match the rows' offsets in an empty partition."""
+    """Produce OffsetsLog rows (key, value, topic, partition, offset, timestamp_ms, type, batch metadata...) in
+    order, each to its partition with its CreateTime; offsets then match the rows' offsets in an empty
+    partition. Batch metadata is not produced (a consumer never sees it)."""
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                                          "linger.ms": 5})
     failed: list = []
-    for key, value, _topic, partition, _offset, ts, _type in rows:
+    for key, value, _topic, partition, _offset, ts, *_ in rows:
         producer.produce(topic, key=key, value=value, partition=partition, timestamp=ts,
                          on_delivery=lambda err, _msg: err is not None and failed.append(err))
         producer.poll(0)

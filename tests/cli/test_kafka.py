@@ -148,7 +148,7 @@ def test_dump_holds_exactly_the_records_of_the_topic(dumped, log):
     assert table.column_names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     got = sorted((r["partition"], r["offset"], r["key"], r["value"], r["topic"], r["timestampType"],
                   int(r["timestamp"].timestamp() * 1000)) for r in table.to_pylist())
-    want = sorted((p, o, k, v, t, 0, ts) for k, v, t, p, o, ts, _ in log.rows)
+    want = sorted((p, o, k, v, t, 0, ts) for k, v, t, p, o, ts, *_ in log.rows)
     assert got == want  # CreateTime kept, null values (tombstones) kept
 
 
@@ -203,7 +203,7 @@ def test_the_snapshot_is_bounded_while_a_producer_keeps_writing(spark, monkeypat
         thread.start()
         while len(delivered) < 200:
             time.sleep(0.05)
-        raw = read_source(spark, SourceSpec("kafka", mock.bootstrap), KafkaOptions(timeout_s=10))
+        raw = read_source(spark, SourceSpec("kafka", mock.bootstrap), KafkaOptions(timeout_s=10)).records
         first = sorted((r.partition, r.offset, r.key, r.value) for r in raw.collect())
         time.sleep(0.5)  # the topic grows further between the two reads
         second = sorted((r.partition, r.offset, r.key, r.value) for r in raw.collect())
@@ -284,7 +284,7 @@ def test_a_partition_that_cannot_be_read_fully_fails_the_run(spark):
     try:
         mock.create_topic(OFFSETS_TOPIC, 1)
         produce_rows(mock.bootstrap, OFFSETS_TOPIC, [(*r[:3], 0, *r[4:]) for r in offsets_log().rows[:4]])
-        raw = read_source(spark, SourceSpec("kafka", mock.bootstrap), KafkaOptions(timeout_s=5))
+        raw = read_source(spark, SourceSpec("kafka", mock.bootstrap), KafkaOptions(timeout_s=5)).records
         mock.fail_requests(FETCH, *[OFFSET_OUT_OF_RANGE] * 10)
         started = time.monotonic()
         with pytest.raises(BadInput) as e, task_errors():

@@ -275,3 +275,35 @@ def test_a_real_log_dir_through_the_cli(shared_testdata, tmp_path):
     assert summary["segment_errors"] == 0 and summary["groups"] > 0
     assert summary["as_of"].startswith("20")  # the newest record's time, not now
     assert datetime.fromisoformat(summary["as_of"].replace("Z", "+00:00")) < datetime.now(timezone.utc)
+
+
+# --- dump and decode -------------------------------------------------------------------------------
+
+def test_a_dump_of_segments_keeps_the_batch_metadata(segment_run, tmp_path):
+    _, root, output, _ = segment_run
+    dumped = CliRunner().invoke(cli, ["dump", "--source", f"segments:{root}", "--output", str(tmp_path / "dump")],
+                                catch_exceptions=False)
+    assert dumped.exit_code == 0, dumped.output
+    assert json.loads(dumped.output.strip().splitlines()[-1])["segment_errors"] == 0
+    run_cli_parquet = CliRunner().invoke(cli, [
+        "rebuild", "--source", f"parquet:{tmp_path / 'dump'}", "--output", str(tmp_path / "out"), "--as-of", AS_OF,
+        "--retention-minutes", FOREVER], catch_exceptions=False)
+    assert run_cli_parquet.exit_code == 0, run_cli_parquet.output
+    for name, key in (("committed_offsets", offsets_of), ("pending_transactions", pending_of)):
+        assert key(table(tmp_path / "out", name)) == key(table(output, name))
+
+
+def test_decode_prints_records_markers_and_damage(segment_run, tmp_path):
+    log, root, _, _ = segment_run
+    result = CliRunner().invoke(cli, ["decode", "--source", f"segments:{root}"], catch_exceptions=False)
+    lines = [json.loads(line) for line in result.output.splitlines()]
+    assert len(lines) == len(log.rows)
+    assert sum(1 for x in lines if "marker" in x) == sum(1 for r in log.rows if r[10])
+    assert all(x["key"]["type"] == 1 for x in lines if "marker" not in x)
+    broken = tmp_path / "__consumer_offsets-0"
+    shutil.copytree(root / "__consumer_offsets-0", broken)
+    segment = sorted(broken.glob("*.log"))[0]
+    segment.write_bytes(segment.read_bytes()[:-3])
+    tail = [json.loads(line) for line in CliRunner().invoke(cli, ["decode", "--source", f"segments:{broken}"],
+                                                             catch_exceptions=False).output.splitlines()]
+    assert [x for x in tail if "damage" in x][0]["damage"].startswith("truncated")
