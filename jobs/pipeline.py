@@ -210,6 +210,7 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         violations = [{"group_id": r.group_id, "reason": r.reason}
                       for r in tables["replay_violations"].orderBy("group_id").limit(1000).collect()]
         unresolved = _unresolved_topic_ids(sink)
+        damage = _segment_damage(sink)
         written = sink.commit()
     except BaseException:
         sink.discard()
@@ -226,6 +227,7 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         "consumer_lag": sink.rows["consumer_lag"],
         "pending_transactions": sink.rows["pending_transactions"],
         "segment_errors": sink.rows["segment_errors"],
+        "segment_damage": damage,
         "as_of": as_of.isoformat().replace("+00:00", "Z"),
         "orphan_groups": orphans,
         "replay_violations": violations,
@@ -246,6 +248,15 @@ def _orphan_groups(sink: TableSink) -> list[str]:
     staged = pads.dataset(sink.staging / "consumer_groups", format="parquet")
     ids = staged.to_table(columns=["group_id"], filter=pc.field("is_orphan")).column("group_id").to_pylist()
     return sorted(ids)
+
+
+def _segment_damage(sink: TableSink, most: int = 100) -> list[dict[str, Any]]:
+    """The first damaged segments and ignored files (all of them are in the segment_errors table)."""
+    staged = pads.dataset(sink.staging / "segment_errors", format="parquet")
+    rows = staged.head(most, columns=["file", "position", "action", "reason"]).to_pylist()
+    if len(rows) == most:
+        log.warning("segment_errors has more rows than the summary lists (%d); see the table", most)
+    return rows
 
 
 def _unresolved_topic_ids(sink: TableSink) -> int:

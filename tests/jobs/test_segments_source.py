@@ -113,6 +113,10 @@ def test_segments_and_a_read_committed_dump_agree_except_for_open_transactions(s
     assert open_partitions and open_partitions != set(range(7))
     same = {k: v for k, v in from_segments.items() if k[0] not in open_partitions}
     assert same == {k: v for k, v in from_dump.items() if k[0] not in open_partitions}
+    groups = {name: {(g["coordinator_partition"], g["group_id"]): (g["state"], g["offset_count"])
+                     for g in table(out, "consumer_groups") if g["coordinator_partition"] not in open_partitions}
+              for name, out in (("segments", output), ("dump", tmp_path / "out"))}
+    assert groups["segments"] == groups["dump"] and len(groups["dump"]) > 3
     # Where a transaction is open, the dump is the broker's state as of the last stable offset.
     stable = [r for r in view.rows if r[3] in open_partitions]
     assert {k: v for k, v in from_dump.items() if k[0] in open_partitions} == {
@@ -190,6 +194,8 @@ def test_damage_is_reported_where_it_is(damaged_run):
                        ("00000000000000000999.log.swap", "file_ignored"),
                        ("__consumer_offsets-4.0123abcd-delete", "folder_ignored")}
     assert summary["segment_errors"] == 5
+    assert {(Path(d["file"]).name, d["position"]) for d in summary["segment_damage"]} >= {
+        (crc_file.name, crc_at), (cut_file.name, cut_at)}
 
 
 def test_damage_loses_only_what_follows_it_in_its_segment(damaged_run):
@@ -213,6 +219,13 @@ def test_source_errors_are_one_line(tmp_path):
         plan_segments(str(tmp_path))
     one = plan_segments(str(tmp_path / "a" / "__consumer_offsets-7"))  # a single partition folder
     assert [p.partition for p in one.partitions] == [7]
+    (tmp_path / "b" / "__consumer_offsets-7").rename(tmp_path / "b" / "__consumer_offsets-8")
+    for name in ("00000000000000000100.log", "00000000000000000020.log", "00000000000000000003.log"):
+        (tmp_path / "b" / "__consumer_offsets-8" / name).write_bytes(b"")
+    several = plan_segments(str(tmp_path))  # a folder holding several log dirs (JBOD)
+    assert [p.partition for p in several.partitions] == [7, 8]
+    assert several.partitions[1].segments == ("00000000000000000003.log", "00000000000000000020.log",
+                                              "00000000000000000100.log")
 
 
 # --- real broker log dirs (../shared/testdata) -----------------------------------------------------
