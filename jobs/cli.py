@@ -213,14 +213,16 @@ def sample(output: str, records: int, seed: int, end_offsets: str | None) -> Non
 @click.option("--dump", type=click.Path(exists=True), help="Benchmark this dump instead of a generated one.")
 @click.option("--work", type=click.Path(file_okay=False), default="bench-work", show_default=True,
               help="Scratch folder (dump cache and tables).")
-def bench(records: int, dump: str | None, work: str) -> None:
+@click.option("--source-format", type=click.Choice(["parquet", "segments"]), default="parquet", show_default=True,
+              help="Rebuild from the dump, or from the same records written as a broker log dir.")
+def bench(records: int, dump: str | None, work: str, source_format: str) -> None:
     """Time a rebuild against a plain Spark scan of the same dump; prints JSON with their ratio.
 
-    Example: offsetlake bench --records 1000000
+    Example: offsetlake bench --records 1000000 [--source-format segments]
     """
     from jobs.bench import run_bench
 
-    click.echo(json.dumps(run_bench(records, Path(dump) if dump else None, Path(work))))
+    click.echo(json.dumps(run_bench(records, Path(dump) if dump else None, Path(work), source_format)))
 
 
 @cli.command()

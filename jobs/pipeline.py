@@ -78,14 +78,18 @@ def transaction_marker(key: Column) -> Column:
 
 
 def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets: DataFrame | None,
-            topic_ids: DataFrame | None = None, segment_errors: DataFrame | None = None) -> dict[str, DataFrame]:
-    """All contract tables from checked records, as of `as_of` (records after it are not replayed)."""
+            topic_ids: DataFrame | None = None, segment_errors: DataFrame | None = None,
+            transactions: bool = True) -> dict[str, DataFrame]:
+    """All contract tables from checked records, as of `as_of` (records after it are not replayed).
+
+    `transactions=False` says the records hold no transactional record or marker (record_counts knows),
+    so the replay can skip resolving transactions."""
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
     in_window = F.col("record_timestamp").isNull() | (F.col("record_timestamp") <= F.lit(as_of).cast("timestamp"))
     valid = checked.where(F.col("error").isNull() & in_window)
 
-    state = replay(valid, topic_ids)
+    state = replay(valid, topic_ids, transactions)
     # Winners are decoded once and then read by several tables.
     offsets = state.offsets.persist(StorageLevel.MEMORY_AND_DISK)
     groups = state.groups.persist(StorageLevel.MEMORY_AND_DISK)
@@ -144,14 +148,16 @@ def record_counts(checked: DataFrame, as_of: datetime | None) -> dict[str, Any]:
     after = F.lit(False) if as_of is None else F.coalesce(F.col("record_timestamp") > F.lit(as_of), F.lit(False))
     rows = (
         checked.groupBy("record_type", F.col("error").isNull().alias("ok"))
-        .agg(F.count(F.lit(1)).alias("count"), F.count_if(after).alias("after"), F.max("record_timestamp").alias("newest"))
+        .agg(F.count(F.lit(1)).alias("count"), F.count_if(after).alias("after"), F.max("record_timestamp").alias("newest"),
+             F.count_if((F.col("producer_id") != -1) | F.col("transaction_marker").isNotNull()).alias("transactional"))
         .collect()
     )
     by_type: dict[str, int] = {}
-    read = decoded = after_as_of = 0
+    read = decoded = after_as_of = transactional = 0
     newest = None
     for r in rows:
         read += r["count"]
+        transactional += r["transactional"]
         if r["newest"] is not None and (newest is None or r["newest"] > newest):
             newest = r["newest"]
         if r["ok"]:
@@ -166,6 +172,7 @@ def record_counts(checked: DataFrame, as_of: datetime | None) -> dict[str, Any]:
         "records_decoded": decoded,
         "records_quarantined": read - decoded,
         "records_after_as_of": after_as_of,
+        "transactional_records": transactional,
         "records_by_type": dict(sorted(by_type.items())),
         "modern_group_records": modern,
         "newest": None if newest is None else newest.replace(tzinfo=timezone.utc),
@@ -198,7 +205,8 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
              counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
              as_of.isoformat(), cfg.retention_minutes)
 
-    tables = rebuild(checked, as_of, cfg.retention_ms, end_offsets, topic_id_frame, segment_errors)
+    tables = rebuild(checked, as_of, cfg.retention_ms, end_offsets, topic_id_frame, segment_errors,
+                     transactions=counts["transactional_records"] > 0)
     if live_ends is not None:
         committed = tables["committed_offsets"]
         tables["consumer_lag"] = consumer_lag(committed, live_end_offsets(spark, committed, live_ends))
@@ -233,6 +241,7 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         "replay_violations": violations,
         "unresolved_topic_ids": unresolved,
         "records_after_as_of": counts["records_after_as_of"],
+        "transactional_records": counts["transactional_records"],
         "records_by_type": counts["records_by_type"],
         "modern_group_records": counts["modern_group_records"],
         "retention_minutes": cfg.retention_minutes,

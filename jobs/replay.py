@@ -69,10 +69,13 @@ def last_writes(records: DataFrame, record_key: Column) -> DataFrame:
     return records.join(newest.drop("record_key"), ["coordinator_partition", "record_offset"], "left_semi")
 
 
-def offset_winners(records: DataFrame) -> tuple[DataFrame, DataFrame]:
+def offset_winners(records: DataFrame, transactions: bool = True) -> tuple[DataFrame, DataFrame]:
     """Spec §7.2: (the newest effective offset record per key, a tombstone meaning deleted; the commits of
-    transactions still open). Without batch metadata every record is effective and nothing is open."""
+    transactions still open). `transactions=False` (the log has no transactional record and no marker, as
+    the run's counts tell) skips their resolution: every record is effective and nothing is open."""
     offset_records = records.where(F.col("record_type").isin(OFFSET_TYPES))
+    if not transactions:
+        return last_writes(offset_records, offset_key()), offset_records.limit(0)
     markers = records.where(F.col("transaction_marker").isNotNull())
     transactions = resolve_transactions(offset_records, markers, offset_key())
     return last_writes(transactions.effective, offset_key()), transactions.open
@@ -125,10 +128,10 @@ def group_activity(records: DataFrame, offset_winners: DataFrame, metadata: Data
     )
 
 
-def replay(records: DataFrame, topic_ids: DataFrame | None = None) -> ReplayedState:
+def replay(records: DataFrame, topic_ids: DataFrame | None = None, transactions: bool = True) -> ReplayedState:
     """Committed offsets plus the groups of every family that hold them, and their members."""
     # One row per key: cached, as the groups, the offsets and the group activity all read them.
-    winners, open_commits = offset_winners(records)
+    winners, open_commits = offset_winners(records, transactions)
     winners = winners.persist(StorageLevel.MEMORY_AND_DISK)
     offsets = committed_offsets(winners)
     pending = committed_offsets(open_commits)

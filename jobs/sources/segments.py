@@ -160,12 +160,26 @@ def read_segments(spark: SparkSession, location: str) -> tuple[DataFrame, DataFr
                  .persist(StorageLevel.MEMORY_AND_DISK))
     else:
         frame = spark.createDataFrame([], SEGMENT_DDL)
+    # One task per coordinator partition suits the read; the steps after it want tasks sized like a file scan's
+    # (a log of 50 small partitions would otherwise make every later stage schedule 50 tiny tasks).
+    split = _bytes(spark.conf.get("spark.sql.files.maxPartitionBytes", "128m"))
+    tasks = max(spark.sparkContext.defaultParallelism, -(-total // split))
     records = frame.where(F.col("problem").isNull()).drop("problem")
+    if len(todo) > tasks:
+        records = records.coalesce(tasks)
     found = frame.where(F.col("problem").isNotNull()).select(
         F.col("partition").alias("coordinator_partition"), "problem.*")
     skipped = spark.createDataFrame(
         [(i.partition, i.path, None, None, i.action, i.reason) for i in plan.ignored], spark_schema("segment_errors"))
     return frame, records, found.unionByName(skipped)
+
+
+def _bytes(text: str) -> int:
+    """A Spark size string ("16m", "16mb", "134217728b", "134217728") in bytes; 128 MiB if unreadable."""
+    match = re.fullmatch(r"(\d+)\s*([kmgt]?)b?", text.strip().lower())
+    if not match or not int(match.group(1)):
+        return 1 << 27
+    return int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[match.group(2)]
 
 
 class SegmentSource(DataSource):
