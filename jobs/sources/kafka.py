@@ -16,18 +16,17 @@ from typing import Any, Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from jobs.config import KafkaOptions
 from jobs.errors import BadInput
 from jobs.session import has_jvm_class
 from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
-from jobs.sources.tasks import task_error, task_logger
+from jobs.sources.tasks import BATCH_ROWS, RAW_FIELDS, RAW_SCHEMA, RecordColumns, task_error, task_logger
 
 log = logging.getLogger("offsetlake")
 SOURCE_NAME = "offsetlake_kafka"
 SPARK_KAFKA_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-RAW_DDL = "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int"
-BATCH_ROWS = 10_000
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ def read_kafka(spark: SparkSession, bootstrap: str, options: KafkaOptions) -> Da
         return spark.read.format("kafka").options(**spark_kafka_options(cluster, slices)).load()
     todo = [s for s in slices if s.records]
     if not todo:
-        return spark.createDataFrame([], RAW_DDL)
+        return spark.createDataFrame([], RAW_SCHEMA)
     spark.dataSource.register(OffsetsTopicSource)
     return spark.read.format(SOURCE_NAME).options(**source_options(cluster, todo)).load()
 
@@ -125,8 +124,8 @@ class OffsetsTopicSource(DataSource):
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def schema(self) -> str:
-        return RAW_DDL
+    def schema(self) -> StructType:
+        return RAW_SCHEMA
 
     def reader(self, schema: Any) -> "OffsetsTopicReader":
         return OffsetsTopicReader(dict(self.options))
@@ -167,7 +166,7 @@ def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:
         }))
     except KafkaException as e:
         raise task_error(cluster.fail("cannot create a consumer", e)) from None
-    columns = _Columns()
+    columns = RecordColumns(RAW_FIELDS, topic, part.partition)
     total = 0
     try:
         consumer.assign([TopicPartition(topic, part.partition, part.start)])
@@ -185,7 +184,9 @@ def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:
                 if m.offset() >= part.end:
                     done = True
                     break
-                columns.add(m)
+                kind, ts = m.timestamp()
+                # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark's column: 0 CreateTime, 1 LogAppendTime.
+                columns.add(m.key(), m.value(), m.offset(), ts if kind else None, kind - 1 if kind else None)
                 if m.offset() == part.end - 1:
                     done = True
                     break
@@ -194,9 +195,9 @@ def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:
             if current > position:
                 position, last_progress = current, now
             done = done or position >= part.end
-            if len(columns) >= BATCH_ROWS or (done and len(columns)):
+            if columns.full or (done and len(columns)):
                 total += len(columns)
-                yield columns.batch(topic, part.partition)
+                yield columns.batch()
             if not done and now - last_progress > cluster.timeout_s:
                 raise task_error(cluster.fail(
                     f"cannot read {topic}-{part.partition} up to the planned offset {part.end}",
@@ -207,41 +208,3 @@ def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:
     worker_log.info("read %s-%d: %d records in [%d, %d) in %.1fs", topic, part.partition, total, part.start,
                     part.end, time.monotonic() - started)
 
-
-class _Columns:
-    """Column buffers for one RecordBatch in RAW_DDL's layout."""
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int | None] = []
-        self.types: list[int | None] = []
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def add(self, m: Any) -> None:
-        kind, ts = m.timestamp()
-        self.keys.append(m.key())
-        self.values.append(m.value())
-        self.offsets.append(m.offset())
-        # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark's column: 0 CreateTime, 1 LogAppendTime.
-        self.timestamps.append(ts * 1000 if kind else None)
-        self.types.append(kind - 1 if kind else None)
-
-    def batch(self, topic: str, partition: int) -> Any:
-        import pyarrow as pa
-
-        n = len(self)
-        batch = pa.RecordBatch.from_arrays([
-            pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
-            pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()), pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
-            pa.array(self.types, pa.int32()),
-        ], names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
-        self._reset()  # the next batch starts empty
-        return batch

@@ -20,25 +20,30 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
 from jobs.errors import BadInput
-from jobs.sources.tasks import task_error, task_logger
+from jobs.sources.tasks import RAW_FIELDS, RecordColumns, task_error, task_logger
 from jobs.tables import spark_schema
 
 log = logging.getLogger("offsetlake")
 SOURCE_NAME = "offsetlake_segments"
 OFFSETS_TOPIC = "__consumer_offsets"
-BATCH_ROWS = 10_000
-PROBLEM_DDL = "struct<file:string, position:bigint, bytes_not_read:bigint, action:string, reason:string>"
-SEGMENT_DDL = (
-    "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int, "
-    "producer_id bigint, producer_epoch smallint, is_transactional boolean, is_control boolean, "
-    f"problem {PROBLEM_DDL}"
+# The raw-record columns, the batch metadata (for transactions, spec §7.2), and what went wrong where a
+# row is not a record: one frame carries both, so the files are read once.
+PROBLEM_TYPE = pa.struct([("file", pa.string()), ("position", pa.int64()), ("bytes_not_read", pa.int64()),
+                          ("action", pa.string()), ("reason", pa.string())])
+SEGMENT_FIELDS = RAW_FIELDS + (
+    ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),
+    ("is_control", pa.bool_()), ("problem", PROBLEM_TYPE),
 )
+SEGMENT_SCHEMA = from_arrow_schema(pa.schema(SEGMENT_FIELDS))
 _PARTITION_DIR = re.compile(rf"^{OFFSETS_TOPIC}-(\d+)$")
 # A partition folder the broker is deleting, moving between log dirs, or found unreferenced.
 _SIDE_DIR = re.compile(rf"^{OFFSETS_TOPIC}-\d+\.[0-9a-f]+-(delete|future|stray)$")
@@ -146,7 +151,11 @@ def read_segments(spark: SparkSession, location: str) -> tuple[DataFrame, DataFr
 
     One read produces both: the read is persisted, so splitting it does not read the files twice.
     """
-    plan = plan_segments(location)
+    return read_plan(spark, plan_segments(location), location)
+
+
+def read_plan(spark: SparkSession, plan: SegmentPlan, location: str) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """`read_segments` of a plan made already (`location` names it in the log)."""
     total = sum(p.size for p in plan.partitions)
     log.info("segments under %s: %d partitions, %d segment files, %.1f MB",
              location, len(plan.partitions), sum(len(p.segments) for p in plan.partitions), total / 1e6)
@@ -159,7 +168,7 @@ def read_segments(spark: SparkSession, location: str) -> tuple[DataFrame, DataFr
                  .option("partitions", json.dumps([asdict(p) for p in todo])).load()
                  .persist(StorageLevel.MEMORY_AND_DISK))
     else:
-        frame = spark.createDataFrame([], SEGMENT_DDL)
+        frame = spark.createDataFrame([], SEGMENT_SCHEMA)
     # One task per coordinator partition suits the read; the steps after it want tasks sized like a file scan's
     # (a log of 50 small partitions would otherwise make every later stage schedule 50 tiny tasks).
     split = _bytes(spark.conf.get("spark.sql.files.maxPartitionBytes", "128m"))
@@ -189,8 +198,8 @@ class SegmentSource(DataSource):
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def schema(self) -> str:
-        return SEGMENT_DDL
+    def schema(self) -> StructType:
+        return SEGMENT_SCHEMA
 
     def reader(self, schema: Any) -> "SegmentReader":
         return SegmentReader(self.options["partitions"])
@@ -208,12 +217,12 @@ class SegmentReader(DataSourceReader):
 
 
 def read_partition(part: PartitionLog) -> Iterator[Any]:
-    """pyarrow RecordBatches (SEGMENT_DDL) of one coordinator partition's segments, problems included."""
+    """pyarrow RecordBatches (SEGMENT_FIELDS) of one coordinator partition's segments, problems included."""
     from offsets_codec.segments import Batch, read_segment_file
 
     worker_log = task_logger()
     started = time.monotonic()
-    rows = _Rows(part.partition)
+    rows = _SegmentColumns(part.partition)
     records = problems = 0
     for name in part.segments:
         path = os.path.join(part.directory, name)
@@ -226,7 +235,7 @@ def read_partition(part: PartitionLog) -> Iterator[Any]:
                     rows.add_problem(path, item)
                     problems += 1
                     worker_log.warning("%s at byte %d: %s", path, item.position, item.reason)
-                if len(rows) >= BATCH_ROWS:
+                if rows.full:
                     yield rows.batch()
         except OSError as e:
             raise task_error(BadInput(f"--source segments: cannot read {path}: {e.strerror or e}")) from None
@@ -236,29 +245,19 @@ def read_partition(part: PartitionLog) -> Iterator[Any]:
                     len(part.segments), records, problems, time.monotonic() - started)
 
 
-class _Rows:
-    """Column buffers for one RecordBatch in SEGMENT_DDL's layout."""
 
-    _COLUMNS = ("key", "value", "offset", "timestamp", "timestampType", "producer_id", "producer_epoch",
-                "is_transactional", "is_control", "problem")
+class _SegmentColumns(RecordColumns):
+    """Column buffers in SEGMENT_FIELDS' layout: records with their batch's metadata, and problem rows."""
 
     def __init__(self, partition: int) -> None:
-        self.partition = partition
-        self.columns: dict[str, list[Any]] = {c: [] for c in self._COLUMNS}
-
-    def __len__(self) -> int:
-        return len(self.columns["offset"])
+        super().__init__(SEGMENT_FIELDS, OFFSETS_TOPIC, partition)
 
     def add_batch(self, batch: Any) -> None:
-        c = self.columns
         for r in batch.records:
-            c["key"].append(r.key)
-            c["value"].append(r.value)
-            c["offset"].append(r.offset)
             # Kafka writes -1 for "no timestamp"; magic-0 messages have none at all.
-            c["timestamp"].append(r.timestamp * 1000 if r.timestamp is not None and r.timestamp >= 0 else None)
-            c["timestampType"].append(r.timestamp_type)
-        n = len(batch.records)
+            timestamp = r.timestamp if r.timestamp is not None and r.timestamp >= 0 else None
+            self.add(r.key, r.value, r.offset, timestamp, r.timestamp_type)
+        c, n = self.columns, len(batch.records)
         c["producer_id"] += [batch.producer_id] * n
         c["producer_epoch"] += [batch.producer_epoch] * n
         c["is_transactional"] += [batch.is_transactional] * n
@@ -266,29 +265,10 @@ class _Rows:
         c["problem"] += [None] * n
 
     def add_problem(self, path: str, damage: Any) -> None:
-        action = "segment_truncated" if damage.fatal else "batch_skipped"
-        for name in self._COLUMNS:
-            self.columns[name].append(None)
+        for column in self.columns.values():
+            column.append(None)
         self.columns["offset"][-1] = -1  # no record here; the problem column says what happened
         self.columns["problem"][-1] = {"file": path, "position": damage.position,
-                                       "bytes_not_read": damage.bytes_skipped, "action": action,
+                                       "bytes_not_read": damage.bytes_skipped,
+                                       "action": "segment_truncated" if damage.fatal else "batch_skipped",
                                        "reason": damage.reason}
-
-    def batch(self) -> Any:
-        import pyarrow as pa
-
-        c = self.columns
-        n = len(self)
-        problem_type = pa.struct([("file", pa.string()), ("position", pa.int64()), ("bytes_not_read", pa.int64()),
-                                  ("action", pa.string()), ("reason", pa.string())])
-        batch = pa.RecordBatch.from_arrays([
-            pa.array(c["key"], pa.binary()), pa.array(c["value"], pa.binary()),
-            pa.array([OFFSETS_TOPIC] * n, pa.string()), pa.array([self.partition] * n, pa.int32()),
-            pa.array(c["offset"], pa.int64()), pa.array(c["timestamp"], pa.timestamp("us", tz="UTC")),
-            pa.array(c["timestampType"], pa.int32()), pa.array(c["producer_id"], pa.int64()),
-            pa.array(c["producer_epoch"], pa.int16()), pa.array(c["is_transactional"], pa.bool_()),
-            pa.array(c["is_control"], pa.bool_()), pa.array(c["problem"], problem_type),
-        ], names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "producer_id",
-                  "producer_epoch", "is_transactional", "is_control", "problem"])
-        self.columns = {name: [] for name in self._COLUMNS}
-        return batch

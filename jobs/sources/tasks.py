@@ -1,4 +1,5 @@
-"""What source tasks share: a logger on the executor, and one-line errors that survive Spark's error text.
+"""What source tasks share: a logger on the executor, one-line errors that survive Spark's error text, and
+the column buffers a task fills and yields as Arrow RecordBatches.
 
 A failure inside a Spark task reaches the driver wrapped in Spark's long Java/Python error report. The
 task raises its one-line message between markers; `task_errors` finds it there and raises it again as
@@ -10,11 +11,23 @@ import logging
 import re
 import sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.errors import BadInput
 
 _TASK_ERROR = re.compile(r"<<offsetlake-task: (.*?)>>")
+BATCH_ROWS = 10_000
+# Group metadata values can approach a megabyte each: a row count alone would not bound a task's memory.
+BATCH_BYTES = 32 << 20
+# The contract's raw-record columns (Spark's Kafka source), as a source task yields them.
+RAW_FIELDS = (
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+)
+RAW_SCHEMA = from_arrow_schema(pa.schema(RAW_FIELDS))
 
 
 def task_logger() -> logging.Logger:
@@ -46,3 +59,46 @@ def task_errors() -> Iterator[None]:
         if match is None:
             raise
         raise BadInput(match.group(1)) from None
+
+
+class RecordColumns:
+    """Column buffers for the Arrow RecordBatches a source task yields, all rows of one topic partition.
+
+    `full` after BATCH_ROWS records or BATCH_BYTES of keys and values, whichever comes first, so a task
+    holds a bounded amount of a partition however large its log.
+    """
+
+    def __init__(self, fields: tuple[tuple[str, pa.DataType], ...], topic: str, partition: int) -> None:
+        self.schema = pa.schema(fields)
+        self.constants = {"topic": topic, "partition": partition}
+        self._reset()
+
+    def _reset(self) -> None:
+        self.columns: dict[str, list[Any]] = {f.name: [] for f in self.schema if f.name not in self.constants}
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.columns["offset"])
+
+    @property
+    def full(self) -> bool:
+        return len(self) >= BATCH_ROWS or self.bytes >= BATCH_BYTES
+
+    def add(self, key: bytes | None, value: bytes | None, offset: int, timestamp_ms: int | None,
+            timestamp_type: int | None) -> None:
+        """One record's contract columns; a source with more columns appends to `columns` itself."""
+        c = self.columns
+        c["key"].append(key)
+        c["value"].append(value)
+        c["offset"].append(offset)
+        c["timestamp"].append(None if timestamp_ms is None else timestamp_ms * 1000)
+        c["timestampType"].append(timestamp_type)
+        self.bytes += (len(key) if key else 0) + (len(value) if value else 0)
+
+    def batch(self) -> pa.RecordBatch:
+        """The buffered rows as one RecordBatch; the buffer starts empty again."""
+        n = len(self)
+        arrays = [pa.array([self.constants[f.name]] * n, f.type) if f.name in self.constants
+                  else pa.array(self.columns[f.name], f.type) for f in self.schema]
+        self._reset()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

@@ -5,25 +5,26 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
-from offsets_log import CONTROL_NAMES, DAY, MINUTE, T0, OffsetsLog
+from offsets_log import CONTROL_NAMES, DAY, MINUTE, T0, OffsetsLog, ms
 from reference_replay import LogEntry, replay_log
 from test_transactions import random_log
-
 
 from jobs.cli import cli
 from jobs.config import SourceSpec
 from jobs.errors import BadInput
 from jobs.pipeline import check_records, rebuild
 from jobs.raw import normalise
-from jobs.sources import read_source
-from jobs.sources.segments import plan_segments
-from offsets_codec.segments import Batch, read_segment_file
+from jobs.sources import read_source, tasks
+from jobs.sources.segments import SegmentPlan, plan_segments, read_partition, read_plan
+from offsets_codec.segment_writer import encode_batch, segment_file_name, write_segment
+from offsets_codec.segments import Batch, LogRecord, read_segment_file
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 AS_OF = "2030-01-01T00:00:00Z"
@@ -168,9 +169,12 @@ def damaged_run(tmp_path_factory):
     last.write_bytes(last.read_bytes()[:tail.position + tail.size - 5])
     lost |= {(2, r.offset) for r in tail.records}
     # Files a log dir holds besides segments, and leftovers that must never be parsed as logs.
-    (root / "__consumer_offsets-0" / "00000000000000000000.index").write_bytes(b"\x00" * 16)
+    for name in ("00000000000000000000.index", "00000000000000000000.timeindex", "00000000000000000000.txnindex",
+                 "00000000000000000120.snapshot", "partition.metadata"):
+        (root / "__consumer_offsets-0" / name).write_bytes(b"\x00" * 16)
     (root / "__consumer_offsets-0" / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
     shutil.copy(first, root / "__consumer_offsets-3" / "00000000000000000999.log.deleted")
+    shutil.copy(first, root / "__consumer_offsets-3" / "00000000000000000000.log.cleaned")
     (root / "__consumer_offsets-3" / "00000000000000000999.log.swap").write_bytes(b"junk")
     (root / "__consumer_offsets-4.0123abcd-delete").mkdir()
     output = tmp_path_factory.mktemp("damaged-tables")
@@ -191,9 +195,10 @@ def test_damage_is_reported_where_it_is(damaged_run):
     ignored = {(Path(e["file"]).name, e["action"]) for e in table(output, "segment_errors")
                if e["action"] in ("file_ignored", "folder_ignored")}
     assert ignored == {("00000000000000000999.log.deleted", "file_ignored"),
+                       ("00000000000000000000.log.cleaned", "file_ignored"),
                        ("00000000000000000999.log.swap", "file_ignored"),
                        ("__consumer_offsets-4.0123abcd-delete", "folder_ignored")}
-    assert summary["segment_errors"] == 5
+    assert summary["segment_errors"] == 6  # the two damaged segments and the four leftovers; companions are silent
     assert {(Path(d["file"]).name, d["position"]) for d in summary["segment_damage"]} >= {
         (crc_file.name, crc_at), (cut_file.name, cut_at)}
 
@@ -206,6 +211,27 @@ def test_damage_loses_only_what_follows_it_in_its_segment(damaged_run):
         k: (v.offset, v.record_offset) for k, v in want.committed.items()}
     assert pending_of(table(output, "pending_transactions")) == {
         k: (v.offset, v.record_offset) for k, v in want.pending.items()}
+
+
+def test_a_partition_streams_through_a_task_in_bounded_batches(tmp_path, monkeypatch):
+    """A task holds at most BATCH_BYTES of keys and values (plus one log batch) before it yields, so a
+    segment larger than the task's memory streams through; rows still come out in log order."""
+    monkeypatch.setattr(tasks, "BATCH_BYTES", 1 << 20)
+    folder = tmp_path / "__consumer_offsets-3"
+    folder.mkdir()
+    value, per_batch = bytes(20_000), 10  # group metadata values this size are ordinary
+    records = [LogRecord(i, T0 + i, 0, b"key-%d" % i, value) for i in range(600)]  # a 12 MB segment
+    write_segment(folder / segment_file_name(0), (encode_batch(records[i:i + per_batch])
+                                                  for i in range(0, len(records), per_batch)))
+    batches = list(read_partition(plan_segments(str(folder)).partitions[0]))
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(600))
+    # A task yields once it holds 1 MiB: after 6 log batches of 10 records (1.2 MB), without the byte
+    # bound it would have held all 600 (BATCH_ROWS is 10,000).
+    assert [b.num_rows for b in batches] == [60] * 10
+    for b in batches:
+        held = sum(len(k) + len(v) for k, v in zip(b.column("key").to_pylist(), b.column("value").to_pylist()))
+        assert held < (1 << 20) + per_batch * (len(value) + 16)
+    assert set(batches[0].column("partition").to_pylist()) == {3}
 
 
 def test_source_errors_are_one_line(tmp_path):
@@ -235,45 +261,62 @@ def real_log_dirs(testdata: Path) -> list[Path]:
 
 
 def test_real_log_dirs_rebuild_as_the_reference_replay_says(spark, shared_testdata):
-    """All 26 real log dirs in one rebuild: dir i's coordinator partitions become 1000*i + p, so the
-    clusters stay apart (state never crosses coordinator partitions). The segments are read by the codec
-    here (the source's task does the same per partition; the CLI test below runs the source on a real dir)."""
+    """All 26 real log dirs in one read of the segments source and one rebuild: dir i's coordinator
+    partitions become 1000*i + p, so the clusters stay apart (state never crosses coordinator partitions).
+    The reference replay folds the same files, read by the codec, one record at a time."""
     manifest = json.loads((shared_testdata / "broker-segments" / "MANIFEST.json").read_text())
-    rows, expected_entries = [], []
+    partitions, expected_entries = [], []
     for i, log_dir in enumerate(real_log_dirs(shared_testdata)):
         for folder in plan_segments(str(log_dir)).partitions:
             p = 1000 * i + folder.partition
+            partitions.append(replace(folder, partition=p))
             for name in folder.segments:
                 for batch in read_segment_file(Path(folder.directory) / name):
                     assert isinstance(batch, Batch)  # every CRC verified, nothing truncated
-                    for r in batch.records:
-                        expected_entries.append(LogEntry(p, r.offset, batch.producer_id, batch.control_type, r.key,
-                                                         r.value))
-                        rows.append((r.key, r.value, p, r.offset, r.timestamp, batch.producer_id, batch.is_control))
-    raw = spark.createDataFrame(rows, "key binary, value binary, partition int, offset bigint, timestamp bigint, "
-                                      "producer_id bigint, is_control boolean")
-    checked = check_records(normalise(raw, "test"))
-    assert checked.count() == sum(e["records"] for e in manifest) == len(expected_entries)
-    assert checked.where("error IS NOT NULL").count() == 0
-    newest = checked.agg({"record_timestamp": "max"}).first()[0].replace(tzinfo=timezone.utc)
-    tables = rebuild(checked, newest, 100 * 365 * DAY, None)
-    want = replay_log(expected_entries)
-    live = tables["committed_offsets"].unionByName(tables["expired_offsets"], allowMissingColumns=True)
-    assert {(r.coordinator_partition, r.group_id, r.topic, r.partition): (r.committed_offset, r.record_offset)
-            for r in live.collect()} == {k: (v.offset, v.record_offset) for k, v in want.committed.items()}
-    assert tables["pending_transactions"].count() == 0 == len(want.pending)
-    # Groups: the broker's groups, minus Empty ones left without offsets (the cleanup deletes those).
-    groups = {(r.coordinator_partition, r.group_id): r for r in tables["consumer_groups"].collect()}
-    live_counts: dict = {}
-    for r in tables["committed_offsets"].collect():
-        live_counts[(r.coordinator_partition, r.group_id)] = live_counts.get((r.coordinator_partition, r.group_id), 0) + 1
+                    expected_entries += [LogEntry(p, r.offset, batch.producer_id, batch.control_type, r.key, r.value)
+                                         for r in batch.records]
+    frame, records, errors = read_plan(spark, SegmentPlan(partitions, []), "the real log dirs")
+    try:
+        assert errors.count() == 0
+        checked = check_records(normalise(records, "test")).persist()
+        assert checked.count() == sum(e["records"] for e in manifest) == len(expected_entries)
+        assert checked.where("error IS NOT NULL").count() == 0
+        newest = checked.agg({"record_timestamp": "max"}).first()[0].replace(tzinfo=timezone.utc)
+        tables = rebuild(checked, newest, 100 * 365 * DAY, None)
+        want = replay_log(expected_entries)
+        live = tables["committed_offsets"].unionByName(tables["expired_offsets"], allowMissingColumns=True)
+        assert {(r.coordinator_partition, r.group_id, r.topic, r.partition): (r.committed_offset, r.record_offset)
+                for r in live.collect()} == {k: (v.offset, v.record_offset) for k, v in want.committed.items()}
+        assert tables["pending_transactions"].count() == 0 == len(want.pending)
+        groups = {(r.coordinator_partition, r.group_id): r for r in tables["consumer_groups"].collect()}
+        members: dict = {}
+        for m in tables["group_members"].collect():
+            members.setdefault((m.coordinator_partition, m.group_id), set()).add(m.member_id)
+        committed, expired = tables["committed_offsets"].collect(), tables["expired_offsets"].collect()
+    finally:
+        frame.unpersist()
+    # With a century of retention only an explicit expireTimestamp (value v1) can expire an offset, and
+    # then only outside a Stable group (spec §8.2-8.3); these logs have such offsets.
+    as_of = newest.replace(tzinfo=None)
+    assert expired and all(r.expire_timestamp is not None and r.expire_timestamp <= as_of for r in expired)
+    for r in committed:
+        if r.expire_timestamp is not None and r.expire_timestamp <= as_of:
+            assert want.groups[(r.coordinator_partition, r.group_id)].state == "Stable", r
+    # Groups: the broker's groups, minus Empty ones left without live offsets (the cleanup deletes those, §8.4).
+    offset_counts: dict = {}
+    for r in committed:
+        offset_counts[(r.coordinator_partition, r.group_id)] = offset_counts.get((r.coordinator_partition, r.group_id), 0) + 1
     for key, g in want.groups.items():
         if key not in groups:
-            assert g.state == "Empty" and live_counts.get(key, 0) == 0, key
+            assert g.state == "Empty" and key not in offset_counts, key
             continue
         got = groups[key]
-        assert (got.state, got.generation, got.protocol_type, got.member_count) == (
-            g.state, g.generation, g.protocol_type, len(g.member_ids)), key
+        assert (got.state, got.generation, got.protocol_type, got.protocol, got.leader_id, got.offset_count) == (
+            g.state, g.generation, g.protocol_type, g.protocol, g.leader, offset_counts.get(key, 0)), key
+        stamp = None if got.current_state_timestamp is None else ms(got.current_state_timestamp.replace(
+            tzinfo=timezone.utc))
+        assert stamp == g.current_state_timestamp or g.is_simple, key
+        assert (got.member_count, members.get(key, set())) == (len(g.member_ids), set(g.member_ids)), key
     assert set(groups) <= set(want.groups) and len(groups) > 20
 
 
