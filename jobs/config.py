@@ -37,10 +37,23 @@ class SourceSpec:
             raise BadInput(
                 f"--source {text!r}: expected parquet:PATH, segments:DIR or kafka:HOST:PORT[,HOST:PORT...]"
             )
+        if kind == "segments":
+            log_dir(location)  # a missing folder is reported before Spark starts
         return cls(kind, location)
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.location}"
+
+
+def log_dir(location: str) -> Path:
+    """The folder of `segments:DIR`: a broker log dir, a folder of them, or one partition folder."""
+    root = Path(location)
+    if not root.exists():
+        raise BadInput(f"--source segments:{location}: no such directory")
+    if not root.is_dir():
+        raise BadInput(f"--source segments:{location}: not a directory (give a broker log dir or a "
+                       f"__consumer_offsets-N folder)")
+    return root
 
 
 def parse_time(text: str) -> datetime:

@@ -28,6 +28,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from jobs.config import log_dir
 from jobs.errors import BadInput
 from jobs.sources.tasks import RAW_FIELDS, RecordColumns, task_error, task_logger
 from jobs.tables import spark_schema
@@ -92,12 +93,7 @@ class SegmentPlan:
 
 def plan_segments(location: str) -> SegmentPlan:
     """Find the partition folders under `location` (a log dir, a folder of log dirs, or one partition folder)."""
-    root = Path(location)
-    if not root.exists():
-        raise BadInput(f"--source segments:{location}: no such directory")
-    if not root.is_dir():
-        raise BadInput(f"--source segments:{location}: not a directory (give a broker log dir or a "
-                       f"{OFFSETS_TOPIC}-N folder)")
+    root = log_dir(location)
     found: dict[int, Path] = {}
     ignored: list[Ignored] = []
     for folder in _partition_folders(root, ignored):

@@ -113,6 +113,8 @@ def test_a_failed_run_leaves_the_previous_tables_as_they_were(rebuilt, tmp_path)
 @pytest.mark.parametrize("args, fragments", [
     (["--source", "nope:x"], ["--source 'nope:x'", "parquet:PATH"]),
     (["--source", "parquet:/does/not/exist"], ["no such file or directory"]),
+    (["--source", "segments:/does/not/exist"], ["--source segments:/does/not/exist: no such directory"]),
+    (["--source", f"segments:{REPO / 'pyproject.toml'}"], ["not a directory", "__consumer_offsets-N folder"]),
     (["--source", "parquet:.", "--as-of", "yesterday"], ["--as-of 'yesterday'", "ISO-8601"]),
     (["--source", "parquet:.", "--retention-minutes", "0"], ["--retention-minutes"]),
     (["--source", "parquet:.", "--topic-ids", "/nope.csv"], ["--topic-ids /nope.csv: no such file"]),
