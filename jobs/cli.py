@@ -196,14 +196,18 @@ def show(output: str, rows: int) -> None:
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--end-offsets", "end_offsets", type=click.Path(), metavar="PATH",
               help="Also write the topics' end offsets here (kafka-get-offsets.sh text).")
-def sample(output: str, records: int, seed: int, end_offsets: str | None) -> None:
-    """Write a realistic sample dump (many groups, rebalances, Empty/simple/Connect groups, deletions).
+@click.option("--log-dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Also write the records as a broker log dir here (for --source segments:DIR).")
+def sample(output: str, records: int, seed: int, end_offsets: str | None, log_dir: str | None) -> None:
+    """Write a realistic sample dump (many groups, rebalances, Empty/simple/Connect groups, deletions,
+    transactional commits).
 
     Example: offsetlake sample --output dump/ --records 100000 --end-offsets end-offsets.txt
     """
     from jobs.sample import write_sample
 
-    stats = write_sample(Path(output), records, seed, Path(end_offsets) if end_offsets else None)
+    stats = write_sample(Path(output), records, seed, Path(end_offsets) if end_offsets else None,
+                         Path(log_dir) if log_dir else None)
     click.echo(json.dumps(stats))
 
 
@@ -230,18 +234,27 @@ def bench(records: int, dump: str | None, work: str, source_format: str) -> None
               help="Where the sample dump and its tables go.")
 @click.option("--records", type=click.IntRange(min=1), default=20_000, show_default=True)
 def demo(workdir: str, records: int) -> None:
-    """Generate a sample dump, rebuild it, and show the tables (the README's first command)."""
-    from jobs.views import show_tables
+    """Generate a sample dump, rebuild it, and show the tables (the README's first command).
+
+    The same records are written as a broker log dir too, to try `rebuild --source segments:DIR` on.
+    """
+    import shutil
+
     from jobs.sample import write_sample
+    from jobs.views import show_tables
 
     base = Path(workdir)
-    dump, ends, tables = base / "dump", base / "end-offsets.txt", base / "tables"
-    stats = write_sample(dump, records, seed=7, end_offsets=ends)
-    log.info("sample dump: %s (%d records, %d groups)", dump, stats["records"], stats["groups"])
+    dump, ends, logs, tables = base / "dump", base / "end-offsets.txt", base / "kafka-logs", base / "tables"
+    shutil.rmtree(logs, ignore_errors=True)  # the demo's own folder: a rerun writes it anew
+    stats = write_sample(dump, records, seed=7, end_offsets=ends, log_dir=logs)
+    log.info("sample dump: %s (%d records, %d groups), also as a broker log dir: %s", dump, stats["records"],
+             stats["groups"], logs)
     summary = run_rebuild(source=f"parquet:{dump}", output=str(tables), as_of=None, retention_minutes=None,
                           end_offsets=str(ends), topic_ids=None)
     click.echo(show_tables(tables, 3), nl=False)
     log.info("next: offsetlake describe --output %s --group %s --members", tables, stats["example_group"])
+    log.info("next: offsetlake rebuild --source segments:%s --output %s-from-segments --end-offsets %s",
+             logs, tables, ends)
     click.echo(json.dumps(summary))
 
 

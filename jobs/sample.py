@@ -8,6 +8,9 @@ Ten days of a cluster, simulated tick by tick and streamed to Parquet (so 10M re
 * simple groups (assign() + commitSync(), offsets only), some long idle;
 * Kafka Connect worker groups (protocol type `connect`, opaque member bytes, no offsets);
 * a client that commits with an explicit retention (value v1 with expireTimestamp);
+* exactly-once applications (transactional producers committing offsets with sendOffsetsToTransaction):
+  each tick is a transaction, ended by a COMMIT marker or now and then an ABORT; the last one is still
+  open at the end of the dump, so it shows in pending_transactions;
 * one group whose type-2 tombstone left its offsets behind (an orphan);
 * a broker upgrade to 4.1 halfway through (offset commits become value v4 with a topicId tag);
 * two damaged records (an unknown value version, a truncated value) that must land in quarantine.
@@ -19,13 +22,16 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs.config import defaults
+from jobs.errors import BadInput
 from offsets_codec import encode_key, encode_value, partition_for, record_type_named
 from offsets_codec.consumer_protocol import encode_assignment, encode_subscription
+from offsets_codec.segment_writer import control_record
 
 END = datetime(2026, 11, 20, tzinfo=timezone.utc)
 DAY_MS = 86_400_000
@@ -33,17 +39,23 @@ SPAN_MS = 10 * DAY_MS
 START_MS = int(END.timestamp() * 1000) - SPAN_MS
 UPGRADE_MS = START_MS + SPAN_MS // 2  # the broker starts writing OffsetCommitValue v4
 OFFSET_COMMIT, GROUP_METADATA = 1, 2  # record types written (see offsets_codec.registry)
+# The contract's raw-record columns and the batch metadata, as `offsetlake dump --source segments:` writes
+# them: the sample has transactions, and with these columns they replay exactly (spec §7.2).
 RAW_SCHEMA = pa.schema([
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
     ("offset", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")), ("timestampType", pa.int32()),
+    ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),
+    ("is_control", pa.bool_()),
 ])
+NO_PRODUCER = -1
+ABORT_RATE = 0.05  # of an exactly-once application's transactions
 ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
 
 
 @dataclass
 class Group:
     group_id: str
-    kind: str  # consumer | simple | connect | retention | deleted | orphan
+    kind: str  # consumer | simple | connect | retention | deleted | orphan | eos | kip848 | share | streams
     topics: list[str]
     start_tick: int
     stop_tick: int  # the tick it stops (goes Empty / is deleted / stops committing); > ticks = never
@@ -65,9 +77,15 @@ class SampleWriter:
         self.rows: dict[str, list] = {name: [] for name in RAW_SCHEMA.names}
         self.count = 0
 
-    def append(self, group_id: str, key: bytes, value: bytes | None, ts_ms: int) -> None:
+    def append(self, group_id: str, key: bytes, value: bytes | None, ts_ms: int, producer_id: int = NO_PRODUCER,
+               is_control: bool = False) -> None:
+        """A record in the coordinator partition of `group_id`; a producer id makes it transactional."""
         p = partition_for(group_id, self.partitions)
         rows = self.rows
+        rows["producer_id"].append(producer_id)
+        rows["producer_epoch"].append(-1 if producer_id == NO_PRODUCER else 0)
+        rows["is_transactional"].append(producer_id != NO_PRODUCER)
+        rows["is_control"].append(is_control)
         rows["key"].append(key)
         rows["value"].append(value)
         rows["topic"].append("__consumer_offsets")
@@ -80,6 +98,11 @@ class SampleWriter:
         if len(rows["key"]) >= 200_000:
             self.flush()
 
+    def marker(self, group_id: str, producer_id: int, result: str, ts_ms: int) -> None:
+        """The transaction coordinator's COMMIT or ABORT marker in the partition of `group_id`."""
+        key, value = control_record(result)
+        self.append(group_id, key, value, ts_ms, producer_id, is_control=True)
+
     def flush(self) -> None:
         if self.rows["key"]:
             self.writer.write_batch(pa.RecordBatch.from_pydict(self.rows, schema=RAW_SCHEMA))
@@ -90,8 +113,12 @@ class SampleWriter:
         self.writer.close()
 
 
-def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | None = None) -> dict:
-    """Write about `records` records to output/part-00000.parquet; returns what was written."""
+def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | None = None,
+                 log_dir: Path | None = None) -> dict:
+    """Write about `records` records to output/part-00000.parquet (and, with `log_dir`, the same records as
+    a broker log dir there); returns what was written."""
+    if log_dir is not None:
+        _check_empty(log_dir)  # before anything is written
     rng = random.Random(seed)
     partitions = defaults()["rebuild"]["offsets_topic_partitions"]
     names = ("orders", "payments", "clicks", "audit", "inventory", "events")
@@ -110,21 +137,25 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
         now = START_MS + tick * tick_ms
         for g in groups:
             _step(rng, g, now, topics, topic_ids, writer, keys)
-    _damage(writer, groups[0].group_id, START_MS + ticks * tick_ms)
+    end = START_MS + ticks * tick_ms
+    _damage(writer, groups[0].group_id, end)
+    _open_transaction(rng, groups, end, topics, topic_ids, writer, keys)
     writer.close()
 
     if end_offsets is not None:
         _write_end_offsets(rng, end_offsets, groups, topics)
+    if log_dir is not None:
+        write_log_dir(output, log_dir)
     stable = next(g.group_id for g in groups if g.kind == "consumer" and not g.stopped)
     return {"records": writer.count, "groups": len(groups), "topics": len(topics), "path": str(output),
-            "example_group": stable,
-            "end_offsets": str(end_offsets) if end_offsets else None}
+            "example_group": stable, "end_offsets": str(end_offsets) if end_offsets else None,
+            "log_dir": str(log_dir) if log_dir else None}
 
 
 def _plan_groups(rng: random.Random, records: int, topics: list[str]) -> list[Group]:
     n = max(12, min(5000, records // 400))
     # A 20-group cycle, so even a small sample has every kind: 60% consumer, 15% simple, 10% connect, ...
-    kinds = ["consumer", "simple", "kip848", "connect", "consumer", "deleted", "consumer", "simple", "consumer",
+    kinds = ["consumer", "simple", "kip848", "connect", "consumer", "deleted", "eos", "simple", "consumer",
              "retention", "kip848", "simple", "consumer", "connect", "share", "deleted", "consumer", "streams",
              "consumer", "consumer"]
     groups = []
@@ -157,21 +188,46 @@ def _step(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_
         _stop(g, now, w, keys)
     if g.stopped or position < g.start_tick:
         return
-    if g.kind in ("consumer", "deleted", "orphan", "connect") and (not g.members or rng.random() < 0.01):
+    if g.kind in ("consumer", "deleted", "orphan", "connect", "eos") and (not g.members or rng.random() < 0.01):
         _rebalance(rng, g, now, topics, w)
     elif g.kind in MODERN and (not g.members or rng.random() < 0.01):
         _modern_rebalance(rng, g, now, topics, topic_ids, w)
     if g.kind in ("connect", "share"):
         return  # Connect worker groups coordinate connectors, share groups keep no offsets here
+    if g.kind == "eos":  # one transaction per tick: its offsets, then the coordinator's marker
+        result = "ABORT" if rng.random() < ABORT_RATE else "COMMIT"
+        _commit_all(rng, g, now, topics, topic_ids, w, keys, producer_id=_producer_id(g), applies=result == "COMMIT")
+        w.marker(g.group_id, _producer_id(g), result, now)
+        return
+    _commit_all(rng, g, now, topics, topic_ids, w, keys)
+
+
+def _producer_id(g: Group) -> int:
+    return 4000 + int(g.group_id.rsplit("-", 1)[1])
+
+
+def _commit_all(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_ids: dict[str, str],
+                w: SampleWriter, keys: dict, producer_id: int = NO_PRODUCER, applies: bool = True) -> None:
+    """A commit of every partition of the group's topics (`applies=False`: of a transaction that aborts or
+    stays open, so the group's committed offsets stay where they were)."""
     for topic in g.topics:
         for p in range(topics[topic]):
             offset = g.committed.get((topic, p), rng.randint(0, 1000)) + rng.randint(0, 400)
-            g.committed[(topic, p)] = offset
-            _commit(g, topic, p, offset, now, topic_ids, w, keys)
+            if applies:
+                g.committed[(topic, p)] = offset
+            _commit(g, topic, p, offset, now, topic_ids, w, keys, producer_id)
+
+
+def _open_transaction(rng: random.Random, groups: list[Group], now: int, topics: dict[str, int],
+                      topic_ids: dict[str, str], w: SampleWriter, keys: dict) -> None:
+    """The newest transaction of a running exactly-once application: written, its marker not yet."""
+    running = next((g for g in groups if g.kind == "eos" and not g.stopped), None)
+    if running is not None:
+        _commit_all(rng, running, now, topics, topic_ids, w, keys, producer_id=_producer_id(running), applies=False)
 
 
 def _commit(g: Group, topic: str, p: int, offset: int, now: int, topic_ids: dict[str, str], w: SampleWriter,
-            keys: dict) -> None:
+            keys: dict, producer_id: int = NO_PRODUCER) -> None:
     key = keys.get((g.group_id, topic, p))
     if key is None:
         key = keys[(g.group_id, topic, p)] = encode_key(OFFSET_COMMIT, {"group": g.group_id, "topic": topic, "partition": p})
@@ -184,7 +240,7 @@ def _commit(g: Group, topic: str, p: int, offset: int, now: int, topic_ids: dict
         data["topicId"] = topic_ids[topic]
     else:
         version = 3
-    w.append(g.group_id, key, encode_value(OFFSET_COMMIT, version, data), now)
+    w.append(g.group_id, key, encode_value(OFFSET_COMMIT, version, data), now, producer_id)
 
 
 def _rebalance(rng: random.Random, g: Group, now: int, topics: dict[str, int], w: SampleWriter) -> None:
@@ -235,7 +291,7 @@ def _stop(g: Group, now: int, w: SampleWriter, keys: dict) -> None:
         _modern_members_leave(g, g.members, now, w)
         g.generation += 1
         _modern_group_epochs(g, now, w)
-    elif g.kind in ("consumer", "connect"):  # the last member left: an Empty group record
+    elif g.kind in ("consumer", "connect", "eos"):  # the last member left: an Empty group record
         g.generation += 1
         value = {"protocolType": "connect" if g.kind == "connect" else "consumer", "generation": g.generation,
                  "protocol": None, "leader": None, "currentStateTimestamp": now, "members": []}
@@ -348,3 +404,62 @@ def _write_end_offsets(rng: random.Random, path: Path, groups: list[Group], topi
             lines.append(f"{topic}:{p}:{max(end, 0)}")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
+
+
+def write_log_dir(dump: Path, log_dir: Path, batch_records: int = 200, segment_records: int = 250_000) -> int:
+    """A dump's records as a broker log dir: `__consumer_offsets-N/<base offset>.log`, uncompressed v2 batches.
+
+    Consecutive records of one producer share a batch, as a coordinator's appends do; with the dump's batch
+    metadata, transactional commits go in transactional batches and markers in control batches, so the log
+    dir holds what the dump does. Returns the number of records written.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+
+    from offsets_codec.segment_writer import segment_file_name, write_segment
+    from offsets_codec.segments import LogRecord
+
+    _check_empty(log_dir)
+    dataset = pads.dataset(dump, format="parquet")
+    metadata = [c for c in ("producer_id", "producer_epoch", "is_control") if c in dataset.schema.names]
+    table = dataset.to_table(columns=["key", "value", "partition", "offset", "timestamp", *metadata])
+    table = table.sort_by([("partition", "ascending"), ("offset", "ascending")])
+    if pa.types.is_timestamp(table.schema.field("timestamp").type):
+        millis = pc.cast(pc.cast(table.column("timestamp"), pa.timestamp("ms", tz="UTC")), pa.int64())
+        table = table.set_column(table.schema.get_field_index("timestamp"), "timestamp", millis)
+    for partition in pc.unique(table.column("partition")).to_pylist():
+        rows = table.filter(pc.equal(table.column("partition"), partition)).to_pydict()
+        folder = log_dir / f"__consumer_offsets-{partition}"
+        folder.mkdir(parents=True, exist_ok=True)
+        n = len(rows["offset"])
+        records = [LogRecord(o, t, 0, k, v) for k, v, o, t in zip(rows["key"], rows["value"], rows["offset"],
+                                                                 rows["timestamp"])]
+        batch_of = list(zip(rows.get("producer_id", [NO_PRODUCER] * n), rows.get("producer_epoch", [-1] * n),
+                            rows.get("is_control", [False] * n)))
+        for start in range(0, n, segment_records):
+            end = min(start + segment_records, n)
+            write_segment(folder / segment_file_name(records[start].offset),
+                          _batches(records, batch_of, start, end, batch_records))
+    return table.num_rows
+
+
+def _check_empty(log_dir: Path) -> None:
+    if log_dir.exists() and any(log_dir.iterdir()):
+        raise BadInput(f"--log-dir {log_dir}: not empty (a log dir is written whole, never into another)")
+
+
+def _batches(records: list, batch_of: list[tuple], start: int, end: int, most: int) -> Iterator[bytes]:
+    """records[start:end] as v2 batches: runs of one (producer id, epoch, control flag), `most` records at most."""
+    from offsets_codec.segment_writer import encode_batch
+
+    i = start
+    while i < end:
+        producer_id, producer_epoch, is_control = batch_of[i]
+        producer_id = NO_PRODUCER if producer_id is None else producer_id
+        j = i + 1
+        while j < end and j - i < (1 if is_control else most) and batch_of[j] == batch_of[i]:
+            j += 1
+        yield encode_batch(records[i:j], producer_id=producer_id,
+                           producer_epoch=-1 if producer_epoch is None else producer_epoch,
+                           is_transactional=producer_id != NO_PRODUCER, is_control=bool(is_control))
+        i = j

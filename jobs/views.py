@@ -12,6 +12,7 @@ from jobs.config import SourceSpec
 from jobs.errors import BadInput
 from jobs.tables import TABLES
 from offsets_codec import DecodeError, to_kafka_json
+from offsets_codec.segments import control_marker
 
 
 def decode_lines(source: str, limit: int | None = None) -> Iterator[str]:
@@ -54,8 +55,7 @@ def _segment_lines(location: str) -> Iterator[str]:
                                       "fatal": item.fatal}, separators=(",", ":"))
                 elif item.is_control:
                     for r in item.records:
-                        yield json.dumps({"partition": part.partition, "offset": r.offset, "producerId":
-                                          item.producer_id, "marker": item.control_type}, separators=(",", ":"))
+                        yield _marker_line(part.partition, r.offset, item.producer_id, r.key)
                 else:
                     for r in item.records:
                         yield _record_line(part.partition, r.offset, r.key, r.value)
@@ -71,9 +71,20 @@ def _parquet_lines(source: str, spec: SourceSpec) -> Iterator[str]:
         raise BadInput(f"--source {source}: cannot read Parquet ({str(e).splitlines()[0][:200]})") from None
     if missing:
         raise BadInput(f"--source {source}: missing required column(s) {', '.join(missing)}")
-    for batch in dataset.to_batches(columns=["partition", "offset", "key", "value"]):
+    # A dump with batch metadata (made from segments) holds transaction markers too.
+    metadata = [c for c in ("producer_id", "is_control") if c in dataset.schema.names]
+    for batch in dataset.to_batches(columns=["partition", "offset", "key", "value", *metadata]):
         for row in batch.to_pylist():
-            yield _record_line(row["partition"], row["offset"], row["key"], row["value"])
+            if row.get("is_control"):
+                yield _marker_line(row["partition"], row["offset"], row.get("producer_id"), row["key"])
+            else:
+                yield _record_line(row["partition"], row["offset"], row["key"], row["value"])
+
+
+def _marker_line(partition: int, offset: int, producer_id: int | None, key: bytes | None) -> str:
+    marker = control_marker(key) or "UNKNOWN"  # as Batch.control_type names a key it cannot read
+    return json.dumps({"partition": partition, "offset": offset, "producerId": producer_id, "marker": marker},
+                      separators=(",", ":"))
 
 
 def _b64(data: bytes | None) -> str | None:

@@ -85,3 +85,15 @@ spark.sql("""
 """).show(truncate=False)
 
 spark.sql("SELECT coordinator_partition, record_offset, error FROM quarantine").show(truncate=False)
+
+# COMMAND ----------
+
+# MAGIC %md ## 6. Transactions still open: offsets an exactly-once application has written but not yet committed
+# MAGIC They are not committed offsets; they keep their partition's offset from expiring and their group alive.
+
+# COMMAND ----------
+
+spark.sql("""
+  SELECT group_id, topic, partition, producer_id, offset AS pending_offset, record_offset
+  FROM pending_transactions ORDER BY group_id, topic, partition
+""").show(truncate=False)

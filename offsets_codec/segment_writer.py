@@ -126,6 +126,16 @@ def encode_batch(
     return _V2_HEAD.pack(base_offset, length, partition_leader_epoch, 2) + _V2_CRC.pack(crc) + rest
 
 
+def control_record(marker: str, coordinator_epoch: int = 0) -> tuple[bytes, bytes]:
+    """(key, value) of a transaction marker's control record: "COMMIT" or "ABORT"."""
+    try:
+        type_id = _CONTROL_TYPE_IDS[marker]
+    except KeyError:
+        raise EncodeError(f"unknown transaction marker {marker!r}") from None
+    # ControlRecordType key (version 0, type); EndTxnMarker value (version 0, coordinatorEpoch)
+    return struct.pack(">hh", 0, type_id), struct.pack(">hi", 0, coordinator_epoch)
+
+
 def encode_control_batch(
     offset: int,
     marker: str,
@@ -136,12 +146,7 @@ def encode_control_batch(
     timestamp: int = 0,
 ) -> bytes:
     """A transaction marker ("COMMIT" or "ABORT") as the coordinator writes it: one control record."""
-    try:
-        type_id = _CONTROL_TYPE_IDS[marker]
-    except KeyError:
-        raise EncodeError(f"unknown transaction marker {marker!r}") from None
-    key = struct.pack(">hh", 0, type_id)  # ControlRecordType key: version 0, type
-    value = struct.pack(">hi", 0, coordinator_epoch)  # EndTxnMarker value: version 0, coordinatorEpoch
+    key, value = control_record(marker, coordinator_epoch)
     record = LogRecord(offset, timestamp, 0, key, value)
     return encode_batch([record], producer_id=producer_id, producer_epoch=producer_epoch,
                         is_transactional=True, is_control=True)

@@ -7,12 +7,12 @@
 """
 from __future__ import annotations
 
-import struct
 from datetime import datetime, timezone
 from typing import Any
 
 from offsets_codec import encode_key, encode_value, record_type_named
 from offsets_codec.consumer_protocol import encode_assignment, encode_subscription
+from offsets_codec.segment_writer import control_record
 
 OFFSET_COMMIT, GROUP_METADATA = 1, 2
 T0 = int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp() * 1000)
@@ -22,8 +22,7 @@ DAY = 24 * HOUR
 WEEK = 7 * DAY
 RAW_DDL = "key binary, value binary, topic string, partition int, offset bigint, timestamp bigint, timestampType int"
 BATCH_DDL = "producer_id bigint, producer_epoch smallint, is_transactional boolean, is_control boolean"
-CONTROL_TYPES = {"ABORT": 0, "COMMIT": 1}
-CONTROL_NAMES = {v: k for k, v in CONTROL_TYPES.items()}
+CONTROL_NAMES = {0: "ABORT", 1: "COMMIT"}  # by the control key's type (its fourth byte)
 
 
 def ms(dt: datetime) -> int:
@@ -71,8 +70,7 @@ class OffsetsLog:
     def marker(self, producer_id: int, marker: str, at: int, coordinator: int = 0, *, producer_epoch: int = 0,
                coordinator_epoch: int = 0) -> int:
         """A COMMIT or ABORT control record for `producer_id`, as the transaction coordinator writes it."""
-        key = struct.pack(">hh", 0, CONTROL_TYPES[marker])
-        value = struct.pack(">hi", 0, coordinator_epoch)
+        key, value = control_record(marker, coordinator_epoch)
         return self.raw(key, value, at, coordinator, producer_id=producer_id, producer_epoch=producer_epoch,
                         is_control=True)
 

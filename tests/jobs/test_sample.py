@@ -13,7 +13,9 @@ from deltalake import DeltaTable
 from jobs.cli import cli
 from jobs.decode import group_id_of
 from jobs.sample import write_sample
+from jobs.tables import TABLES
 from offsets_codec import decode_key, decode_value, partition_for
+from offsets_codec.segments import control_marker
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +36,25 @@ def test_sample_is_deterministic_and_consistent(sample, tmp_path):
     for p, o in zip(first["partition"], first["offset"]):
         assert o == per_partition.get(p, -1) + 1  # offsets are dense per coordinator partition
         per_partition[p] = o
-    for key, p in zip(first["key"][:500], first["partition"][:500]):
-        assert p == partition_for(group_id_of(decode_key(key).data), 50)  # groups live in their Kafka partition
+    for key, p, control in zip(first["key"][:500], first["partition"][:500], first["is_control"][:500]):
+        if not control:  # groups live in their Kafka partition (a marker goes where the transaction's commits went)
+            assert p == partition_for(group_id_of(decode_key(key).data), 50)
 
 
 def test_sample_has_what_the_issue_asks_for(sample):
     base, _ = sample
     table = pq.read_table(base / "dump").to_pydict()
     kinds = Counter()
-    for key, value in zip(table["key"], table["value"]):
+    open_commits: dict[tuple[int, int], int] = {}  # (coordinator partition, producer): commits since its marker
+    for key, value, partition, producer, control in zip(table["key"], table["value"], table["partition"],
+                                                       table["producer_id"], table["is_control"]):
+        if control:
+            kinds[f"marker-{control_marker(key)}"] += 1
+            open_commits.pop((partition, producer), None)
+            continue
+        if producer != -1:
+            kinds["transactional"] += 1
+            open_commits[(partition, producer)] = open_commits.get((partition, producer), 0) + 1
         k = decode_key(key)
         if value is None:
             kinds[f"tombstone-{k.record_type}"] += 1
@@ -57,17 +69,28 @@ def test_sample_has_what_the_issue_asks_for(sample):
             kinds[f"protocol-{v.data['protocolType']}-{'empty' if not v.data['members'] else 'members'}"] += 1
     assert kinds["damaged"] == 2
     for kind in ("type1-v1", "type1-v3", "type1-v4", "tombstone-1", "tombstone-2", "protocol-consumer-members",
-                 "protocol-consumer-empty", "protocol-connect-members"):
+                 "protocol-consumer-empty", "protocol-connect-members", "transactional", "marker-COMMIT",
+                 "marker-ABORT"):
         assert kinds[kind] > 0, (kind, kinds)
+    assert kinds["marker-COMMIT"] > 10 * kinds["marker-ABORT"]  # aborts are the exception
+    assert len(open_commits) == 1  # one transaction is still open at the end
 
 
-def test_demo_rebuilds_the_sample_into_every_table(spark, tmp_path):
-    result = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path), "--records", "20000"], catch_exceptions=False)
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    base = tmp_path_factory.mktemp("demo")
+    result = CliRunner().invoke(cli, ["demo", "--dir", str(base), "--records", "20000"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
+    return base, result
+
+
+def test_demo_rebuilds_the_sample_into_every_table(spark, demo):
+    base, result = demo
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["records_quarantined"] == 2 and len(summary["orphan_groups"]) == 1
+    assert summary["pending_transactions"] > 0 and summary["records_by_type"]["TransactionMarker"] > 0
     assert summary["expired_offsets"] > 0 and summary["consumer_lag"] > 0
-    groups = DeltaTable(str(tmp_path / "tables" / "consumer_groups")).to_pyarrow_table().to_pylist()
+    groups = DeltaTable(str(base / "tables" / "consumer_groups")).to_pyarrow_table().to_pylist()
     seen = Counter((g["group_type"], g["protocol_type"], g["state"]) for g in groups)
     assert seen[("classic", "consumer", "Stable")] and seen[("classic", "consumer", "Empty")]
     assert seen[("classic", "connect", "Stable")] and seen[("classic", None, "Empty")]  # Connect and simple groups
@@ -78,6 +101,23 @@ def test_demo_rebuilds_the_sample_into_every_table(spark, tmp_path):
         assert f"{table}: " in result.stdout
 
 
+def test_the_demos_log_dir_rebuilds_into_the_same_tables(spark, demo):
+    """The demo writes its sample twice, as a dump with batch metadata and as a broker log dir: same log,
+    same tables (transactions included), and `decode` reads the same records and markers from both."""
+    base, _ = demo
+    result = CliRunner().invoke(cli, ["rebuild", "--source", f"segments:{base / 'kafka-logs'}", "--output",
+                                      str(base / "from-segments"), "--end-offsets", str(base / "end-offsets.txt")],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    for table in TABLES:
+        rows = [sorted(map(str, DeltaTable(str(out / table)).to_pyarrow_table().to_pylist()))
+                for out in (base / "tables", base / "from-segments")]
+        assert rows[0] == rows[1], table
+    decoded = [sorted(CliRunner().invoke(cli, ["decode", "--source", source]).output.splitlines())
+               for source in (f"parquet:{base / 'dump'}", f"segments:{base / 'kafka-logs'}")]
+    assert decoded[0] == decoded[1] and sum('"marker":"ABORT"' in line for line in decoded[0]) > 0
+
+
 def test_the_notebook_runs_locally(spark, tmp_path, monkeypatch, capsys):
     import runpy
 
@@ -86,3 +126,4 @@ def test_the_notebook_runs_locally(spark, tmp_path, monkeypatch, capsys):
     runpy.run_path(str(Path(__file__).resolve().parents[2] / "notebooks" / "offsetlake_tour.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "protocol_type" in out and "total_lag" in out and "unknown value version 9 for record type 1" in out
+    assert "pending_offset" in out and "eos-app-" in out  # an exactly-once application's open transaction
