@@ -203,6 +203,7 @@ def _step(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_
 
 
 def _producer_id(g: Group) -> int:
+    """The application's transactional producer: one id for all its transactions (its transactional.id)."""
     return 4000 + int(g.group_id.rsplit("-", 1)[1])
 
 

@@ -207,4 +207,3 @@ def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:
         consumer.close()
     worker_log.info("read %s-%d: %d records in [%d, %d) in %.1fs", topic, part.partition, total, part.start,
                     part.end, time.monotonic() - started)
-

@@ -241,7 +241,6 @@ def read_partition(part: PartitionLog) -> Iterator[Any]:
                     len(part.segments), records, problems, time.monotonic() - started)
 
 
-
 class _SegmentColumns(RecordColumns):
     """Column buffers in SEGMENT_FIELDS' layout: records with their batch's metadata, and problem rows."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -303,9 +304,7 @@ def test_real_log_dirs_rebuild_as_the_reference_replay_says(spark, shared_testda
         if r.expire_timestamp is not None and r.expire_timestamp <= as_of:
             assert want.groups[(r.coordinator_partition, r.group_id)].state == "Stable", r
     # Groups: the broker's groups, minus Empty ones left without live offsets (the cleanup deletes those, §8.4).
-    offset_counts: dict = {}
-    for r in committed:
-        offset_counts[(r.coordinator_partition, r.group_id)] = offset_counts.get((r.coordinator_partition, r.group_id), 0) + 1
+    offset_counts = Counter((r.coordinator_partition, r.group_id) for r in committed)
     for key, g in want.groups.items():
         if key not in groups:
             assert g.state == "Empty" and key not in offset_counts, key
