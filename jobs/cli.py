@@ -101,11 +101,13 @@ def kafka_options(fn: Callable) -> Callable:
 def run_rebuild(**options: Any) -> dict[str, Any]:
     """Parse options into a RebuildConfig and run the pipeline; returns the run summary."""
     from jobs.config import RebuildConfig
+
+    cfg = RebuildConfig.build(**options)  # every check that needs no Spark, before the pipeline's slow imports
+
     from jobs.pipeline import run
     from jobs.session import get_spark
     from jobs.sources.tasks import task_errors
 
-    cfg = RebuildConfig.build(**options)
     with task_errors():  # a failed Kafka read task: its one line, not Spark's error text
         return run(get_spark(), cfg)
 
@@ -129,16 +131,21 @@ def dump(source: str, output: str, **kafka: Any) -> None:
 
     Example: offsetlake dump --source kafka:broker1:9092 --kafka-config client.properties --output dump/
     """
-    from jobs.config import KafkaOptions, SourceSpec
-    from jobs.dump import write_dump
-    from jobs.session import get_spark
-    from jobs.sources.tasks import task_errors
+    from jobs.config import KafkaOptions, SourceSpec, output_folder
+    from jobs.sources import check_source
 
     options = KafkaOptions.build(kafka["kafka_config"], kafka["kafka_isolation"], kafka["kafka_timeout"],
                                  kafka["kafka_reader"])
     spec = SourceSpec.parse(source)
+    target = output_folder(output, new=True)
+    check_source(spec, options)
+
+    from jobs.dump import write_dump
+    from jobs.session import get_spark
+    from jobs.sources.tasks import task_errors
+
     with task_errors():
-        click.echo(json.dumps(write_dump(get_spark(), spec, options, Path(output))))
+        click.echo(json.dumps(write_dump(get_spark(), spec, options, target)))
 
 
 @cli.command()
@@ -224,6 +231,10 @@ def bench(records: int, dump: str | None, work: str, source_format: str) -> None
 
     Example: offsetlake bench --records 1000000 [--source-format segments]
     """
+    from jobs.config import output_folder
+
+    output_folder(work, "--work")  # before a dump is generated there
+
     from jobs.bench import run_bench
 
     click.echo(json.dumps(run_bench(records, Path(dump) if dump else None, Path(work), source_format)))
@@ -240,10 +251,13 @@ def demo(workdir: str, records: int) -> None:
     """
     import shutil
 
+    from jobs.config import output_folder
+
+    base = output_folder(workdir, "--dir")  # before the sample is written there
+
     from jobs.sample import write_sample
     from jobs.views import show_tables
 
-    base = Path(workdir)
     dump, ends, logs, tables = base / "dump", base / "end-offsets.txt", base / "kafka-logs", base / "tables"
     shutil.rmtree(logs, ignore_errors=True)  # the demo's own folder: a rerun writes it anew
     stats = write_sample(dump, records, seed=7, end_offsets=ends, log_dir=logs)

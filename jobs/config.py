@@ -1,6 +1,11 @@
-"""Run configuration: defaults from conf/offsetlake.toml, overridden by command-line values."""
+"""Run configuration: defaults from conf/offsetlake.toml, overridden by command-line values.
+
+Building a configuration checks every value that can be checked before Spark starts (files, folders,
+a dump's columns), so a bad argument costs a user no JVM start.
+"""
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -54,6 +59,26 @@ def log_dir(location: str) -> Path:
         raise BadInput(f"--source segments:{location}: not a directory (give a broker log dir or a "
                        f"__consumer_offsets-N folder)")
     return root
+
+
+def output_folder(location: str, option: str = "--output", *, new: bool = False) -> Path:
+    """A folder this process can write in, or create (`new`: one that must not exist yet, as a dump is
+    never overwritten). A `scheme://` location is left to the filesystem that writes it."""
+    path = Path(location)
+    if "://" in location:
+        return path
+    if new and os.path.lexists(path):
+        raise BadInput(f"{option} {location}: already exists (a dump is never overwritten)")
+    existing = path  # the folder that exists, or the nearest ancestor that does (mkdir -p starts there)
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        if existing == path:
+            raise BadInput(f"{option} {location}: not a directory")
+        raise BadInput(f"{option} {location}: cannot be created: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only filesystem, even for root
+        raise BadInput(f"{option} {location}: cannot write in {existing} (permission denied)")
+    return path
 
 
 def parse_time(text: str) -> datetime:
@@ -144,12 +169,27 @@ class RebuildConfig:
             topic_ids_path = Path(topic_ids)
             if not topic_ids_path.is_file():
                 raise BadInput(f"--topic-ids {topic_ids}: no such file")
-        return cls(
-            source=SourceSpec.parse(source),
-            output=Path(output),
+        cfg = cls(
             as_of=parse_time(as_of) if as_of is not None else None,
+            source=SourceSpec.parse(source),
+            output=output_folder(output),
             retention_minutes=retention,
             end_offsets=end_offsets,
             topic_ids=topic_ids_path,
             kafka=KafkaOptions.build(kafka_config, kafka_isolation, kafka_timeout, kafka_reader),
         )
+        cfg.check_inputs()
+        return cfg
+
+    def check_inputs(self) -> None:
+        """Read what the arguments point at, as far as that needs no Spark: the source (a dump's footers, a log
+        dir's partition folders, a cluster's settings), the end offsets and the topic ids."""
+        from jobs.sources import check_source  # the sources import this module
+        from jobs.sources.end_offsets import check_end_offsets
+        from jobs.sources.topic_ids import read_topic_ids
+
+        check_source(self.source, self.kafka)
+        if self.end_offsets is not None:
+            check_end_offsets(self.end_offsets, self.source, self.kafka)
+        if self.topic_ids is not None:
+            read_topic_ids(self.topic_ids)

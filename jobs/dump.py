@@ -8,8 +8,7 @@ from typing import Any
 import pyarrow.dataset as pads
 from pyspark.sql import SparkSession
 
-from jobs.config import KafkaOptions, SourceSpec
-from jobs.errors import BadInput
+from jobs.config import KafkaOptions, SourceSpec, output_folder
 from jobs.sources import read_source
 
 log = logging.getLogger("offsetlake")
@@ -17,8 +16,7 @@ log = logging.getLogger("offsetlake")
 
 def write_dump(spark: SparkSession, source: SourceSpec, kafka: KafkaOptions, output: Path) -> dict[str, Any]:
     """Read `source` once and write it under `output` (which must not exist); returns record counts."""
-    if output.exists():
-        raise BadInput(f"--output {output}: already exists (a dump is never overwritten)")
+    output_folder(str(output), new=True)
     read = read_source(spark, source, kafka)
     raw = read.records
     # Spark's Kafka-source column order, then the batch metadata a segment source has (for exact transactions).

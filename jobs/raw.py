@@ -1,18 +1,24 @@
-"""The contract's raw-record frame, which every source produces (the schema of Spark's Kafka source)."""
+"""The contract's raw-record frame, which every source produces (the schema of Spark's Kafka source).
+
+The column rules are declared once, in Spark's type names, and checked by `check_columns`: here on any
+source's frame, and on a Parquet dump's footers before Spark starts (jobs.sources.parquet). So this
+module imports Spark only where it builds the frame.
+"""
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from typing import TYPE_CHECKING, Mapping
 
 from jobs.errors import BadInput
 
-REQUIRED = {
-    "key": (T.BinaryType,),
-    "value": (T.BinaryType,),
-    "partition": (T.IntegerType, T.ShortType, T.LongType, T.ByteType),
-    "offset": (T.LongType, T.IntegerType),
-    "timestamp": (T.TimestampType, T.TimestampNTZType, T.LongType, T.IntegerType),
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "key": ("binary",),
+    "value": ("binary",),
+    "partition": ("int", "smallint", "bigint", "tinyint"),
+    "offset": ("bigint", "int"),
+    "timestamp": ("timestamp", "timestamp_ntz", "bigint", "int"),  # bigint, int: epoch milliseconds
 }
 # Batch metadata that segment and live sources may add (used by transactional replay).
 OPTIONAL = {
@@ -25,24 +31,31 @@ OPTIONAL = {
 }
 
 
+def check_columns(types: Mapping[str, str], origin: str) -> None:
+    """BadInput unless `types` (column -> Spark type name, e.g. `bigint`) has every required column with an
+    allowed type."""
+    missing = [c for c in REQUIRED if c not in types]
+    if missing:
+        raise BadInput(
+            f"{origin}: missing required column(s) {', '.join(missing)} "
+            f"(found: {', '.join(types) or 'none'}); expected key, value, partition, offset, timestamp"
+        )
+    for name, allowed in REQUIRED.items():
+        if types[name] not in allowed:
+            raise BadInput(f"{origin}: column {name} has type {types[name]}, expected " + " or ".join(allowed))
+
+
 def normalise(df: DataFrame, origin: str) -> DataFrame:
     """Check the input columns and return key, value, partition, offset, timestamp (+ optional metadata).
 
     The timestamp may be a timestamp or a bigint of epoch milliseconds; unknown extra columns are dropped.
     """
-    fields = {f.name: f.dataType for f in df.schema}
-    missing = [c for c in REQUIRED if c not in fields]
-    if missing:
-        raise BadInput(
-            f"{origin}: missing required column(s) {', '.join(missing)} "
-            f"(found: {', '.join(fields) or 'none'}); expected key, value, partition, offset, timestamp"
-        )
-    for name, allowed in REQUIRED.items():
-        if not isinstance(fields[name], allowed):
-            raise BadInput(f"{origin}: column {name} has type {fields[name].simpleString()}, expected "
-                           + " or ".join(t().simpleString() for t in allowed))
+    from pyspark.sql import functions as F
+
+    types = {f.name: f.dataType.simpleString() for f in df.schema}
+    check_columns(types, origin)
     ts = F.col("timestamp")
-    if isinstance(fields["timestamp"], (T.LongType, T.IntegerType)):
+    if types["timestamp"] in ("bigint", "int"):
         ts = F.timestamp_millis(ts)
     columns = [
         F.col("key"),
@@ -51,5 +64,5 @@ def normalise(df: DataFrame, origin: str) -> DataFrame:
         F.col("offset").cast("bigint").alias("offset"),
         ts.cast("timestamp").alias("timestamp"),
     ]
-    columns += [F.col(name).cast(dtype).alias(name) for name, dtype in OPTIONAL.items() if name in fields]
+    columns += [F.col(name).cast(dtype).alias(name) for name, dtype in OPTIONAL.items() if name in types]
     return df.select(columns)

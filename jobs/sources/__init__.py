@@ -1,12 +1,17 @@
-"""Sources: each turns a SourceSpec into the contract's raw-record frame (see jobs.raw)."""
+"""Sources: each turns a SourceSpec into the contract's raw-record frame (see jobs.raw).
+
+`check_source` is what can be known about a source before Spark starts; `read_source` reads it with Spark.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from pyspark.sql import DataFrame, SparkSession
+from typing import TYPE_CHECKING
 
 from jobs.config import KafkaOptions, SourceSpec
 from jobs.raw import normalise
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,23 @@ class SourceRead:
         """Drop what the source cached, once the records have been consumed (e.g. checked and persisted)."""
         if self.cached is not None:
             self.cached.unpersist()
+
+
+def check_source(source: SourceSpec, kafka: KafkaOptions | None = None) -> None:
+    """BadInput for what is wrong with `source` without starting Spark: a local dump's files and columns, a
+    log dir without partition folders, a cluster's address or client settings (no connection is made)."""
+    if source.kind == "parquet":
+        from jobs.sources.parquet import check_dump
+
+        check_dump(source.location)
+    elif source.kind == "segments":
+        from jobs.sources.segments import plan_segments
+
+        plan_segments(source.location)
+    else:
+        from jobs.sources.kafka_client import Cluster
+
+        Cluster.open(source.location, kafka or KafkaOptions(), f"--source kafka:{source.location}")
 
 
 def read_source(spark: SparkSession, source: SourceSpec, kafka: KafkaOptions | None = None) -> SourceRead:

@@ -1,30 +1,52 @@
 """Topic end offsets for lag: kafka-get-offsets.sh text (`topic:partition:offset`), CSV or Parquet,
-or fetched from a live cluster (`kafka`, `kafka:HOST:PORT`) for the topic-partitions with a committed offset."""
+or fetched from a live cluster (`kafka`, `kafka:HOST:PORT`) for the topic-partitions with a committed offset.
+
+A file is small (one row per topic-partition): it is parsed and checked in Python (`load_end_offsets`),
+before Spark starts, and handed to Spark as it is.
+"""
 from __future__ import annotations
 
+import csv
 import logging
+import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING, Any, Iterable
 
 from jobs.config import KafkaOptions, SourceSpec
 from jobs.errors import BadInput
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
     from jobs.sources.kafka_client import Cluster
 
 log = logging.getLogger("offsetlake")
 COLUMNS = ("topic", "partition", "offset")
 # Topic names are [a-zA-Z0-9._-]+, so the last two colons split a kafka-get-offsets.sh line.
-TEXT_LINE = r"^\s*(.+):(-?\d+):(-?\d+)\s*$"
+TEXT_LINE = re.compile(r"^\s*(.+):(-?\d+):(-?\d+)\s*$")
+_WHOLE = re.compile(r"\s*-?\d+\s*")
+_INT32, _INT64 = 1 << 31, 1 << 63
 
 
 def read_end_offsets(spark: SparkSession, location: str) -> DataFrame:
     """topic string, partition int, offset bigint; malformed input is a BadInput naming the problem."""
+    return spark.createDataFrame(load_end_offsets(location))
+
+
+def check_end_offsets(location: str, source: SourceSpec, options: KafkaOptions) -> None:
+    """BadInput for what is wrong with --end-offsets before Spark starts (a live cluster is not contacted)."""
+    if is_live(location):
+        live_cluster(location, source, options)
+    else:
+        load_end_offsets(location)
+
+
+def load_end_offsets(location: str) -> pa.Table:
+    """The file's rows as topic string, partition int32, offset int64, every row checked."""
+    import pyarrow as pa
+
     if is_live(location):  # the caller fetches these with live_end_offsets, once offsets are known
         raise BadInput(f"--end-offsets {location}: a cluster, not a file")
     path = Path(location)
@@ -32,41 +54,70 @@ def read_end_offsets(spark: SparkSession, location: str) -> DataFrame:
         raise BadInput(f"--end-offsets {location}: no such file or directory")
     try:
         if path.suffix == ".parquet" or path.is_dir():
-            df = _with_columns(spark.read.parquet(location), location)
+            rows = _parquet_rows(location)
         elif path.suffix == ".csv":
-            df = _with_columns(spark.read.option("header", True).csv(location), location)
+            rows = _csv_rows(path, location)
         else:
-            df = _text(spark, location)
-        typed = df.select(
-            F.col("topic").cast("string").alias("topic"),
-            F.expr("try_cast(partition as int)").alias("partition"),
-            F.expr("try_cast(offset as bigint)").alias("offset"),
-        )
-        bad = typed.where(F.col("topic").isNull() | F.col("partition").isNull() | F.col("offset").isNull()).limit(1).collect()
-    except AnalysisException as e:
-        raise BadInput(f"--end-offsets {location}: cannot read ({str(e).splitlines()[0][:200]})") from None
-    if bad:
-        raise BadInput(f"--end-offsets {location}: a row has no valid topic, partition and offset: {bad[0].asDict()}")
-    return typed
+            rows = _text_rows(path, location)
+        checked = [_checked(row, where, location) for where, row in rows]
+    except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as e:
+        raise BadInput(f"--end-offsets {location}: cannot read ({str(e).strip().splitlines()[0][:200]})") from None
+    topics, partitions, offsets = (list(c) for c in zip(*checked)) if checked else ([], [], [])
+    return pa.table({"topic": pa.array(topics, pa.string()), "partition": pa.array(partitions, pa.int32()),
+                     "offset": pa.array(offsets, pa.int64())})
 
 
-def _with_columns(df: DataFrame, location: str) -> DataFrame:
-    missing = [c for c in COLUMNS if c not in df.columns]
+def _text_rows(path: Path, location: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        match = TEXT_LINE.match(line)
+        if not match:
+            raise BadInput(f"--end-offsets {location}: expected topic:partition:offset per line, got {line!r}")
+        yield f"line {n}", dict(zip(COLUMNS, match.groups()))
+
+
+def _csv_rows(path: Path, location: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        _with_columns(reader.fieldnames or [], location)
+        for row in reader:
+            yield f"line {reader.line_num}", row
+
+
+def _parquet_rows(location: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(location)
+    _with_columns(table.column_names, location)
+    for n, row in enumerate(table.select(list(COLUMNS)).to_pylist(), start=1):
+        yield f"row {n}", row
+
+
+def _with_columns(found: list[str], location: str) -> None:
+    missing = [c for c in COLUMNS if c not in found]
     if missing:
         raise BadInput(f"--end-offsets {location}: missing column(s) {', '.join(missing)}; expected topic, partition, offset")
-    return df
 
 
-def _text(spark: SparkSession, location: str) -> DataFrame:
-    lines = spark.read.text(location).where(F.trim("value") != "")
-    bad = lines.where(~F.col("value").rlike(TEXT_LINE)).limit(1).collect()
-    if bad:
-        raise BadInput(f"--end-offsets {location}: expected topic:partition:offset per line, got {bad[0].value!r}")
-    return lines.select(
-        F.regexp_extract("value", TEXT_LINE, 1).alias("topic"),
-        F.regexp_extract("value", TEXT_LINE, 2).alias("partition"),
-        F.regexp_extract("value", TEXT_LINE, 3).alias("offset"),
-    )
+def _checked(row: dict[str, Any], where: str, location: str) -> tuple[str, int, int]:
+    """(topic, partition, offset) of one row: a topic name and two whole numbers in their ranges."""
+    topic, partition, offset = (row.get(c) for c in COLUMNS)
+    partition, offset = _whole(partition, _INT32), _whole(offset, _INT64)
+    if topic is None or str(topic).strip() == "" or partition is None or offset is None:
+        shown = {c: row.get(c) for c in COLUMNS}
+        raise BadInput(f"--end-offsets {location}: {where} has no valid topic, partition and offset: {shown}")
+    return str(topic).strip(), partition, offset
+
+
+def _whole(value: Any, bound: int) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and _WHOLE.fullmatch(value):
+        value = int(value)
+    return value if isinstance(value, int) and -bound <= value < bound else None
 
 
 # --- live end offsets ------------------------------------------------------------------------------------
@@ -119,6 +170,8 @@ def live_end_offsets(spark: SparkSession, committed: DataFrame, cluster: "Cluste
 
     Columns: topic, partition, offset, log_start_offset, fetched_at (what consumer_lag records).
     """
+    from pyspark.sql import functions as F
+
     tps = [(r.topic, r.partition) for r in committed.select("topic", "partition").distinct().collect()]
     fetched_at = datetime.now(timezone.utc)
     rows = fetch_end_offsets(cluster, sorted(tps)) if tps else []

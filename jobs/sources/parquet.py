@@ -1,11 +1,93 @@
-"""A Parquet dump: a file or folder with the columns of Spark's Kafka source."""
+"""A Parquet dump: a file or folder with the columns of Spark's Kafka source.
+
+A local dump is checked before Spark starts (`check_dump`, from the footers, with pyarrow); a dump on a
+remote filesystem (`scheme://...`) can only be listed by Spark, so `read_parquet` checks it there.
+"""
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
-
-from pyspark.sql import DataFrame, SparkSession
+from typing import TYPE_CHECKING, Iterator
 
 from jobs.errors import BadInput
+from jobs.raw import check_columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+_INT32 = 1 << 31
+
+
+def check_dump(location: str) -> None:
+    """Every data file of a local dump is Parquet and has the contract's columns (the rules of jobs.raw)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if "://" in location:
+        return
+    root = Path(location)
+    if not root.exists():
+        raise BadInput(f"--source parquet:{location}: no such file or directory")
+    files = [(root, {})] if root.is_file() else list(_data_files(root))
+    if not files:
+        raise BadInput(f"--source parquet:{location}: no Parquet files in this folder")
+    for path, partition_columns in files:
+        where = f"--source parquet:{location}" + ("" if path == root else f": {path.relative_to(root)}")
+        try:
+            schema = pq.read_schema(path)
+        except (pa.ArrowException, OSError) as e:  # ArrowInvalid: no Parquet magic bytes, a cut-off footer
+            raise BadInput(f"{where}: cannot read Parquet ({str(e).strip().splitlines()[0][:200]})") from None
+        check_columns({**{f.name: spark_type(f.type) for f in schema}, **partition_columns}, where)
+
+
+def _data_files(root: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The files Spark reads under `root`, with the columns of their `name=value` folders (partition discovery).
+
+    Spark skips names starting with `_` or `.` (`_SUCCESS`, `.crc` files, `_temporary`), except `_` folders
+    that name a partition value."""
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not _hidden(d))
+        here = Path(folder)
+        columns = {}
+        for part in here.relative_to(root).parts:
+            name, eq, value = part.partition("=")
+            if eq:
+                columns[name] = _partition_value_type(value)
+        for name in sorted(names):
+            if not _hidden(name):
+                yield here / name, columns
+
+
+def _hidden(name: str) -> bool:
+    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+
+
+def _partition_value_type(value: str) -> str:
+    """The type Spark infers for a partition folder's value (whole numbers: int or bigint; else string)."""
+    if re.fullmatch(r"-?\d+", value):
+        return "int" if -_INT32 <= int(value) < _INT32 else "bigint"
+    return "string"
+
+
+def spark_type(arrow: pa.DataType) -> str:
+    """The Spark type name Spark's Parquet reader gives a column pyarrow reads as `arrow`."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_dictionary(arrow):
+        return spark_type(arrow.value_type)
+    if t.is_binary(arrow) or t.is_large_binary(arrow) or t.is_fixed_size_binary(arrow):
+        return "binary"
+    if t.is_string(arrow) or t.is_large_string(arrow):
+        return "string"
+    if t.is_timestamp(arrow):  # adjusted to UTC: timestamp; a local time: timestamp_ntz
+        return "timestamp" if arrow.tz else "timestamp_ntz"
+    names = {pa.int8(): "tinyint", pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint",
+             pa.uint8(): "smallint", pa.uint16(): "int", pa.uint32(): "bigint", pa.uint64(): "decimal(20,0)",
+             pa.bool_(): "boolean", pa.float32(): "float", pa.float64(): "double"}
+    return names.get(arrow, str(arrow))
 
 
 def read_parquet(spark: SparkSession, location: str) -> DataFrame:

@@ -66,3 +66,37 @@ def test_topic_ids_map_is_validated(tmp_path):
     path.write_text("not-an-id,orders\n")
     with pytest.raises(BadInput, match="line 1: expected topic_id,topic"):
         read_topic_ids(path)
+
+
+def test_a_local_dump_is_checked_from_its_footers_as_spark_reads_them(tmp_path):
+    from jobs.sources.parquet import check_dump
+
+    rows = pa.table({"key": [b"k"], "value": [b"v"], "offset": pa.array([1], pa.int64()),
+                     "timestamp": pa.array([1700000000123], pa.int64())})
+    dump = tmp_path / "dump"
+    (dump / "partition=3").mkdir(parents=True)  # a partition folder names a column, as in Spark's discovery
+    pq.write_table(rows, dump / "partition=3" / "part-0.parquet")
+    (dump / "_SUCCESS").touch()  # not data files, for Spark either
+    (dump / "partition=3" / ".part-0.parquet.crc").write_bytes(b"crc")
+    check_dump(str(dump))
+    (dump / "partition=4").mkdir()
+    pq.write_table(rows.drop_columns(["key"]), dump / "partition=4" / "part-0.parquet")
+    with pytest.raises(BadInput, match=r"partition=4/part-0.parquet: missing required column\(s\) key"):
+        check_dump(str(dump))
+
+
+def test_the_footer_check_names_types_as_spark_reads_them(spark, tmp_path):
+    from jobs.sources.parquet import spark_type
+
+    table = pa.table({
+        "binary": pa.array([b"x"]), "large_binary": pa.array([b"x"], pa.large_binary()),
+        "fixed": pa.array([b"xy"], pa.binary(2)), "string": pa.array(["x"]),
+        "i8": pa.array([1], pa.int8()), "i16": pa.array([1], pa.int16()), "i32": pa.array([1], pa.int32()),
+        "i64": pa.array([1], pa.int64()), "u8": pa.array([1], pa.uint8()), "u16": pa.array([1], pa.uint16()),
+        "u32": pa.array([1], pa.uint32()), "utc": pa.array([1], pa.timestamp("ms", tz="UTC")),
+        "local": pa.array([1], pa.timestamp("us")), "flag": pa.array([True]), "real": pa.array([1.5]),
+    })
+    pq.write_table(table, tmp_path / "types.parquet")
+    by_spark = {f.name: f.dataType.simpleString() for f in spark.read.parquet(str(tmp_path / "types.parquet")).schema}
+    by_footer = {f.name: spark_type(f.type) for f in pq.read_schema(tmp_path / "types.parquet")}
+    assert by_footer == by_spark
