@@ -41,7 +41,7 @@ class OneLineGroup(click.Group):
             if debug:
                 raise
             first = (str(e).strip().splitlines() or [""])[0][:500]
-            _fail(f"{type(e).__name__}: {first} (run with --debug for the traceback)", EXIT_FAILURE)
+            _fail(f"{type(e).__name__}: {first} (run with --debug for the traceback{_spark_log_hint()})", EXIT_FAILURE)
 
 
 def _fail(message: str, status: int) -> None:
@@ -49,8 +49,15 @@ def _fail(message: str, status: int) -> None:
     sys.exit(status)
 
 
+def _spark_log_hint() -> str:
+    """`; Spark's log: PATH` when this process started a local JVM: the log is then kept for the report."""
+    session = sys.modules.get("jobs.session")  # not imported: no Spark was started
+    path = session.keep_spark_log() if session is not None else None
+    return f"; Spark's log: {path}" if path is not None else ""
+
+
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors, and Spark's own output.")
 @click.option("--quiet", "-q", is_flag=True, help="Only warnings on stderr (no progress).")
 def cli(debug: bool, quiet: bool) -> None:
     """Rebuild Kafka consumer-group state from __consumer_offsets into Delta tables."""
@@ -59,7 +66,8 @@ def cli(debug: bool, quiet: bool) -> None:
         handler.setFormatter(logging.Formatter("offsetlake: %(message)s"))
         log.addHandler(handler)
         log.propagate = False
-    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    # jobs.session reads DEBUG as "let Spark's own output through" (it goes to a log file otherwise).
+    log.setLevel(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO)
 
 
 def rebuild_options(fn: Callable) -> Callable:

@@ -1,15 +1,31 @@
-"""The only place a SparkSession is built."""
+"""The only place a SparkSession is built.
+
+A plain local run starts its own JVM here, and the JVM's output (its banner, Spark's logging, the Python
+workers' stderr) goes to a log file in the system temp folder: the command line promises one stderr line
+for an error. The `offsetlake: ` lines of offsetlake's own source tasks still reach stderr, as progress.
+The file is removed at exit, or kept and named when a run fails (jobs.cli). With `--debug` (the
+`offsetlake` logger at DEBUG) everything passes through instead. Under spark-submit or Databricks the
+JVM is theirs, and nothing here touches its output.
+"""
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import IO
 
 from pyspark.sql import SparkSession
 
 from jobs.config import REPO_ROOT, defaults
 
 log = logging.getLogger("offsetlake")
+TASK_LINE = b"offsetlake: "  # how jobs.sources.tasks' executor logger starts a line
+_spark_log: Path | None = None  # the local JVM's output, when this process started it
+_keep_spark_log = False
 
 
 def get_spark() -> SparkSession:
@@ -17,6 +33,8 @@ def get_spark() -> SparkSession:
 
     Settings already given by the launcher win over conf/offsetlake.toml: the builder only fills gaps.
     """
+    from pyspark import SparkConf, SparkContext
+
     # Python workers must run the interpreter that has offsets_codec and pyarrow installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     active = SparkSession.getActiveSession()
@@ -27,19 +45,83 @@ def get_spark() -> SparkSession:
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Started by spark-submit: its JVM already holds the --conf values. (Reading SparkConf in a plain
         # Python run would start the JVM before spark.driver.memory could be applied.)
-        from pyspark import SparkConf
-
         launcher_conf = {k for k, _ in SparkConf().getAll()}
     settings = dict(defaults()["spark"])
     log4j = REPO_ROOT / "conf" / "log4j2.properties"
     settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
-    for key, value in settings.items():
-        if key not in launcher_conf:
-            builder = builder.config(key, value)
+    options = {key: value for key, value in settings.items() if key not in launcher_conf}
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    # No JVM yet (pyspark keeps the one it started after a session stops), nor one of a launcher or of a
+    # Spark Connect server: this process starts it.
+    launcher = "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ
+    if not launcher and SparkContext._gateway is None:  # noqa: SLF001
+        _start_local_context(options)  # the builder below takes this context, with the same settings
     spark = builder.getOrCreate()
-    # offsetlake reports failures itself, on one line; Spark's ERROR lines would repeat them as stack traces.
-    spark.sparkContext.setLogLevel("FATAL")
+    # Where Spark's logging is not on the user's terminal (a log file, or --debug), its warnings help; on a
+    # launcher's console, offsetlake reports failures itself on one line and Spark's ERROR stack traces
+    # would repeat them.
+    shown = _spark_log is not None or log.isEnabledFor(logging.DEBUG)
+    spark.sparkContext.setLogLevel("WARN" if shown else "FATAL")
     return spark
+
+
+def _start_local_context(options: dict[str, str]) -> None:
+    """Launch the JVM as pyspark would (spark-submit with these settings), its output going to a log file."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf().setAll(list(options.items()))  # no JVM yet: plain values, passed as --conf
+    if log.isEnabledFor(logging.DEBUG):
+        SparkContext(conf=conf, gateway=launch_gateway(conf))
+        return
+    read_end, write_end = os.pipe()
+    copier = _copy_jvm_output(os.fdopen(read_end, "rb"), _open_spark_log())
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": write_end, "stderr": write_end})
+    except BaseException:
+        os.close(write_end)
+        copier.join(timeout=10)  # the launcher has exited: its last words belong in the log
+        raise
+    os.close(write_end)  # the JVM holds its own copy
+    SparkContext(conf=conf, gateway=gateway)
+
+
+def _open_spark_log() -> IO[bytes]:
+    global _spark_log
+    fd, name = tempfile.mkstemp(prefix="offsetlake-spark-", suffix=".log")
+    _spark_log = Path(name)
+    atexit.register(_remove_spark_log)
+    return os.fdopen(fd, "wb")
+
+
+def _copy_jvm_output(pipe: IO[bytes], spark_log: IO[bytes]) -> threading.Thread:
+    """Copy the JVM's output into the log from a daemon thread (a pipe nobody reads would stall the JVM);
+    offsetlake's task lines also go to the `offsetlake` logger (at INFO: the line does not say its level)."""
+
+    def copy() -> None:
+        with pipe, spark_log:
+            for line in pipe:
+                spark_log.write(line)
+                spark_log.flush()
+                if line.startswith(TASK_LINE):
+                    log.info("%s", line[len(TASK_LINE):].decode(errors="replace").rstrip())
+
+    thread = threading.Thread(target=copy, name="spark-output", daemon=True)
+    thread.start()
+    return thread
+
+
+def keep_spark_log() -> Path | None:
+    """The local JVM's log file, now kept after exit (for a failure report); None if this process started none."""
+    global _keep_spark_log
+    _keep_spark_log = True
+    return _spark_log
+
+
+def _remove_spark_log() -> None:
+    if _spark_log is not None and not _keep_spark_log:
+        _spark_log.unlink(missing_ok=True)
 
 
 def has_jvm_class(spark: SparkSession, name: str) -> bool:
