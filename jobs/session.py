@@ -58,9 +58,8 @@ def get_spark() -> SparkSession:
     if not launcher and SparkContext._gateway is None:  # noqa: SLF001
         _start_local_context(options)  # the builder below takes this context, with the same settings
     spark = builder.getOrCreate()
-    # Where Spark's logging is not on the user's terminal (a log file, or --debug), its warnings help; on a
-    # launcher's console, offsetlake reports failures itself on one line and Spark's ERROR stack traces
-    # would repeat them.
+    # In the log file, or asked for with --debug, Spark's warnings help. On a launcher's console offsetlake
+    # reports failures itself, on one line, and Spark's ERROR stack traces would repeat them.
     shown = _spark_log is not None or log.isEnabledFor(logging.DEBUG)
     spark.sparkContext.setLogLevel("WARN" if shown else "FATAL")
     return spark
