@@ -56,7 +56,8 @@ def spark_home(tmp_path) -> Path:
     home = tmp_path / "fake-spark-home"
     (home / "bin").mkdir(parents=True)
     script = home / "bin" / "spark-submit"
-    script.write_text('#!/bin/sh\ntouch "$(dirname "$0")/../started"\necho "fake spark-submit: no JVM here" >&2\nexit 1\n')
+    script.write_text('#!/bin/sh\ntouch "$(dirname "$0")/../started"\n'
+                      'echo "fake spark-submit: no JVM here" >&2\nexit 1\n')
     script.chmod(0o755)
     return home
 
