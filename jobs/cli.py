@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -18,6 +19,7 @@ from jobs.errors import BadInput
 log = logging.getLogger("offsetlake")
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
+SQL_TABLE_ROWS = 1000  # the aligned table holds its rows: a default bound; csv and json stream
 
 
 class OneLineGroup(click.Group):
@@ -202,6 +204,39 @@ def show(output: str, rows: int) -> None:
     from jobs.views import show_tables
 
     click.echo(show_tables(Path(output), rows), nl=False)
+
+
+@cli.command()
+@click.option("--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Tables of a rebuild.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="An aligned table, CSV with a header line, or JSON Lines (one object per row and line).")
+@click.option("--limit", type=click.IntRange(min=0), metavar="N",
+              help=f"Print at most N rows (0: all). Default: {SQL_TABLE_ROWS} for the table, all for csv and json.")
+@click.argument("query", metavar="SQL")
+def sql(output: str, fmt: str, limit: int | None, query: str) -> None:
+    """Run SQL over the tables, without Spark (DataFusion, as delta-rs ships it: PostgreSQL-like SQL).
+
+    Tables have their contract names (committed_offsets, consumer_lag, consumer_groups, ...), all from the
+    newest complete rebuild; _runs lists the complete rebuilds. Timestamps print as ISO-8601 UTC, bytes as
+    Base64, lists and structs as JSON.
+    Example: offsetlake sql --output tables/ "SELECT group_id, sum(lag) AS lag FROM consumer_lag GROUP BY 1"
+    """
+    from jobs.sql import csv_chunks, json_lines, query as run_query, table_text
+
+    reader = run_query(Path(output), query)
+    try:
+        if fmt == "table":
+            text, truncated = table_text(reader, SQL_TABLE_ROWS if limit is None else limit or None)
+            click.echo(text, nl=False)
+            if truncated:
+                click.echo("offsetlake: more rows than shown: --limit N for more (0: all), or --format csv|json",
+                           err=True)
+        else:
+            chunks = csv_chunks(reader, limit or None) if fmt == "csv" else json_lines(reader, limit or None)
+            for chunk in chunks:
+                click.echo(chunk, nl=False)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os._exit(0)
 
 
 @cli.command()

@@ -13,37 +13,36 @@ from typing import Any
 import pyarrow.compute as pc
 
 from jobs.errors import BadInput
+from jobs.runs import Snapshot, snapshot
 
+READS = ("consumer_groups", "group_members", "group_target_assignments", "committed_offsets", "consumer_lag")
 MISSING = "-"
 REBALANCING = {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
 
 
 def describe_group(output: Path, group_id: str, view: str, verbose: bool) -> tuple[str, str]:
     """(stdout, stderr) text for one group in the `offsets`, `members` or `state` view."""
-    group = _rows(output, "consumer_groups", group_id)
+    tables = snapshot(output, READS)  # every table of one run, even while a rebuild is committing
+    group = _rows(tables, "consumer_groups", group_id)
     if not group:
         return f"\nError: Consumer group '{group_id}' does not exist.\n", ""
     g = group[0]
     if g["protocol_type"] not in (None, "consumer"):
         return f"\nError: GroupId {group_id} is not a consumer group ({g['protocol_type']}).\n", ""
-    members = _rows(output, "group_members", group_id)
+    members = _rows(tables, "group_members", group_id)
     if view == "state":
         return _state(g, members, verbose), _notice(g)
     if view == "members":
-        targets = _rows(output, "group_target_assignments", group_id) if g["group_type"] != "classic" else []
+        targets = _rows(tables, "group_target_assignments", group_id) if g["group_type"] != "classic" else []
         return _members(g, members, targets, verbose), _notice(g)
-    return _offsets(g, members, _rows(output, "committed_offsets", group_id),
-                    _rows(output, "consumer_lag", group_id), verbose)
+    return _offsets(g, members, _rows(tables, "committed_offsets", group_id),
+                    _rows(tables, "consumer_lag", group_id), verbose)
 
 
-def _rows(output: Path, table: str, group_id: str) -> list[dict[str, Any]]:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        dataset = DeltaTable(str(output / table)).to_pyarrow_dataset()
-    except TableNotFoundError:
-        raise BadInput(f"--output {output}: no {table} table there; run `offsetlake rebuild` first") from None
+def _rows(tables: Snapshot, table: str, group_id: str) -> list[dict[str, Any]]:
+    if table not in tables.versions:
+        raise BadInput(f"--output {tables.output}: no {table} table there; run `offsetlake rebuild` first")
+    dataset = tables.open(table).to_pyarrow_dataset()
     return dataset.to_table(filter=pc.field("group_id") == group_id).to_pylist()
 
 

@@ -219,7 +219,7 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
                       for r in tables["replay_violations"].orderBy("group_id").limit(1000).collect()]
         unresolved = _unresolved_topic_ids(sink)
         damage = _segment_damage(sink)
-        written = sink.commit()
+        written = sink.commit(as_of, str(cfg.source))
     except BaseException:
         sink.discard()
         raise

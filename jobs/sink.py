@@ -7,18 +7,25 @@ table as it was, and each replacement is a single Delta commit (readers see the 
 * delta-rs (`deltalake`), the default: the staged files are streamed batch by batch into the commit, so
   the driver never holds a whole table.
 * Spark's Delta writer, when `io.delta` is on the classpath (Databricks, `--packages io.delta:...`).
+
+The set of tables is atomic too: every commit is tagged with the run, and the run is recorded in DIR/_runs
+after its last table (jobs/runs.py), so readers see all tables of one run even if a run is killed midway.
 """
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import signal
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.runs import commit_metadata, committed_version, new_run_id, record_run, spark_user_metadata
 from jobs.session import has_jvm_class
 from jobs.tables import arrow_schema, conform
 
@@ -49,17 +56,21 @@ class TableSink:
         self.rows[table] = pads.dataset(path, format="parquet").count_rows()  # from footers, cheap
         log.info("computed %s: %d rows", table, self.rows[table])
 
-    def commit(self) -> dict[str, str]:
-        """Replace every staged table; returns table -> Delta path."""
-        written = {}
+    def commit(self, as_of: datetime | None = None, source: str | None = None) -> dict[str, str]:
+        """Replace every staged table, then record the run (its commit point); returns table -> Delta path."""
+        written, versions = {}, {}
+        run_id = new_run_id()
         try:
             for table in self.rows:
                 target = self.output / table
                 if self.engine == "spark":
-                    self._commit_spark(table, target)
+                    self._commit_spark(table, target, run_id)
                 else:
-                    self._commit_delta_rs(table, target)
+                    self._commit_delta_rs(table, target, run_id)
+                versions[table] = committed_version(target, run_id)
                 written[table] = str(target)
+                _test_hook_fail_after_commits(len(written))
+            record_run(self.output, run_id, versions, as_of, source, self.engine)
         finally:
             self.discard()
         return written
@@ -71,16 +82,27 @@ class TableSink:
         if parent.exists() and not any(parent.iterdir()):
             parent.rmdir()
 
-    def _commit_delta_rs(self, table: str, target: Path) -> None:
+    def _commit_delta_rs(self, table: str, target: Path, run_id: str) -> None:
         from deltalake import write_deltalake
+        from deltalake.transaction import CommitProperties
 
         schema = arrow_schema(table)
         dataset = pads.dataset(self.staging / table, format="parquet")
         batches = (batch.cast(schema) for batch in dataset.to_batches())
         reader = pa.RecordBatchReader.from_batches(schema, batches)
         target.mkdir(parents=True, exist_ok=True)
-        write_deltalake(str(target), reader, mode="overwrite", schema_mode="overwrite")
+        write_deltalake(str(target), reader, mode="overwrite", schema_mode="overwrite",
+                        commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
 
-    def _commit_spark(self, table: str, target: Path) -> None:
+    def _commit_spark(self, table: str, target: Path, run_id: str) -> None:
         staged = self.spark.read.parquet(str(self.staging / table))
-        staged.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(str(target))
+        staged.write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
+            .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
+
+
+def _test_hook_fail_after_commits(commits: int) -> None:
+    """Test hook, never set in production: OFFSETLAKE_FAIL_AFTER_COMMITS=N kills this process (SIGKILL, like
+    `kill -9`) right after its N-th table commit, so tests can check that readers never see half a run."""
+    limit = os.environ.get("OFFSETLAKE_FAIL_AFTER_COMMITS")
+    if limit is not None and commits >= int(limit):
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -27,6 +27,12 @@ TABLES = (
 )
 
 
+def known_tables() -> tuple[str, ...]:
+    """TABLES, then every other table with a schema in schemas/ (tables a rebuild does not write each run)."""
+    others = sorted(p.stem for p in SCHEMA_DIR.glob("*.json") if p.stem not in TABLES)
+    return TABLES + tuple(others)
+
+
 @lru_cache(maxsize=None)
 def spark_schema(table: str) -> StructType:
     """The table's Spark schema, from schemas/<table>.json."""
@@ -39,16 +45,23 @@ def arrow_schema(table: str) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = to_arrow_schema(spark_schema(table), timezone="UTC")
-    return pa.schema([f.with_type(_utc_micros(f.type)) for f in schema])
+    return pa.schema([f.with_type(utc_micros(f.type)) for f in schema])
 
 
-def _utc_micros(t: pa.DataType) -> pa.DataType:
+def utc_micros(t: pa.DataType, tz: str | None = "UTC") -> pa.DataType:
+    """`t` with every timestamp in microseconds with time zone `tz` (UTC: Delta's `timestamp`; None: the same
+    UTC values, which Python reads without importing pandas) and every duration in microseconds, inside
+    lists and structs too."""
     if pa.types.is_timestamp(t):
-        return pa.timestamp("us", tz="UTC")
+        return pa.timestamp("us", tz=tz)
+    if pa.types.is_duration(t):
+        return pa.duration("us")
     if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_utc_micros(t.value_type)))
+        return pa.list_(t.value_field.with_type(utc_micros(t.value_type, tz)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(utc_micros(t.value_type, tz)))
     if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_utc_micros(f.type)) for f in t])
+        return pa.struct([f.with_type(utc_micros(f.type, tz)) for f in t])
     return t
 
 

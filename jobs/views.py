@@ -10,7 +10,7 @@ import pyarrow.dataset as pads
 
 from jobs.config import SourceSpec
 from jobs.errors import BadInput
-from jobs.tables import TABLES
+from jobs.tables import TABLES, known_tables
 from offsets_codec import DecodeError, to_kafka_json
 from offsets_codec.segments import control_marker
 
@@ -92,20 +92,31 @@ def _b64(data: bytes | None) -> str | None:
 
 
 def show_tables(output: Path, rows: int) -> str:
-    """Each table's path, row count and first rows, as plain text."""
-    from deltalake import DeltaTable
+    """Each table's path, row count and first rows (of the newest complete run), as plain text."""
+    from jobs.runs import snapshot
 
-    lines = []
-    for table in TABLES:
+    tables = snapshot(output, known_tables())
+    lines = [run_line(tables.run)] if tables.run else []
+    for table in known_tables():
         path = output / table
-        if not (path / "_delta_log").is_dir():
-            lines.append(f"{table}: (missing) {path}")
+        if table not in tables.versions:
+            if table in TABLES:
+                lines.append(f"{table}: (missing) {path}")
             continue
-        data = DeltaTable(str(path)).to_pyarrow_dataset()
+        data = tables.open(table).to_pyarrow_dataset()
         head = data.head(rows).to_pylist() if rows else []
         lines.append(f"{table}: {data.count_rows()} rows  {path}")
         lines += [f"  {_short(r)}" for r in head]
     return "\n".join(lines) + "\n"
+
+
+def run_line(run: dict) -> str:
+    """One line naming a recorded run (a row of DIR/_runs)."""
+    from jobs.sql import iso_utc
+
+    as_of = iso_utc(run["as_of"]) if run["as_of"] else "-"
+    finished = iso_utc(run["finished_at"].replace(microsecond=0))
+    return f"run {run['run_id']}: as of {as_of}, finished {finished}, from {run['source'] or '-'}"
 
 
 def _short(row: dict) -> str:
@@ -121,23 +132,24 @@ def _short(row: dict) -> str:
 def register_tables(spark, output: Path, prefix: str = "") -> list[str]:
     """Register every table under `output` as a temporary SQL view named `<prefix><table>`.
 
-    Uses Spark's Delta reader when Delta is on the classpath; otherwise reads the files of the table's
-    current version as delta-rs lists them (so a replaced table never shows its old files).
+    Each table is read at its version of the newest complete run (jobs/runs.py): with Spark's Delta reader
+    (`versionAsOf`) when Delta is on the classpath, otherwise from the files of that version as delta-rs
+    lists them (so a replaced table never shows its old files).
     """
-    from deltalake import DeltaTable
-
-    from jobs.sink import DELTA_JVM_CLASS
+    from jobs.runs import snapshot
     from jobs.session import has_jvm_class
+    from jobs.sink import DELTA_JVM_CLASS
     from jobs.tables import spark_schema
 
     native = has_jvm_class(spark, DELTA_JVM_CLASS)
+    tables = snapshot(output, known_tables())
     names = []
-    for table in TABLES:
-        path = output / table
+    for table, version in tables.versions.items():
+        path = tables.path(table)
         if native:
-            df = spark.read.format("delta").load(str(path))
+            df = spark.read.format("delta").option("versionAsOf", version).load(str(path))
         else:
-            files = DeltaTable(str(path)).file_uris()
+            files = tables.open(table).file_uris()
             df = spark.read.schema(spark_schema(table)).parquet(*files) if files else \
                 spark.createDataFrame([], spark_schema(table))
         df.createOrReplaceTempView(prefix + table)

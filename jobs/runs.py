@@ -1,0 +1,167 @@
+"""Runs: which version of each table belongs to which rebuild, so readers see one run's tables whole.
+
+Each table is replaced in its own Delta commit, so a run killed between two commits would leave some tables
+new and some old. Runs make the set atomic:
+
+* Writing (jobs/sink.py): every table commit carries the run's id, as commit metadata `offsetlake.run_id`
+  (Spark's Delta writer can only set `userMetadata`, which then reads `offsetlake.run_id=<id>`). After the
+  last table, one row is appended to the Delta table `DIR/_runs`: run_id, as_of, finished_at, source,
+  delta_engine and the version of every table. That append is the run's commit point.
+* Reading (`snapshot`): the newest complete run (greatest finished_at in `_runs`) gives each table's
+  version. A table that run did not record (written before `_runs` existed, or only by a run that never
+  finished) is read at its newest version not written by an unfinished run.
+
+`_runs` is always written and read with delta-rs (it reads any Delta table, also those Spark wrote).
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+
+from jobs.tables import utc_micros
+
+RUNS_TABLE = "_runs"
+RUN_ID_KEY = "offsetlake.run_id"
+RUNS_SCHEMA = pa.schema([
+    ("run_id", pa.string()),
+    ("as_of", pa.timestamp("us", tz="UTC")),
+    ("finished_at", pa.timestamp("us", tz="UTC")),
+    ("source", pa.string()),
+    ("delta_engine", pa.string()),
+    ("tables", pa.list_(pa.struct([("table", pa.string()), ("version", pa.int64())]))),
+])
+# _runs gains one small file per run; past this many it is compacted, so readers open few files.
+RUNS_FILES_BEFORE_COMPACTION = 64
+# How far back a run looks for its own commit in a table's history (other writers may have committed since).
+OWN_COMMIT_LOOKBACK = 16
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def commit_metadata(run_id: str) -> dict[str, str]:
+    """delta-rs custom commit metadata that tags a table commit with its run."""
+    return {RUN_ID_KEY: run_id}
+
+
+def spark_user_metadata(run_id: str) -> str:
+    """The same tag as Spark's Delta writer can set it (option `userMetadata`)."""
+    return f"{RUN_ID_KEY}={run_id}"
+
+
+def run_id_of(commit: dict[str, Any]) -> str | None:
+    """The run that wrote a commit (an entry of DeltaTable.history()), None when it carries no tag."""
+    if RUN_ID_KEY in commit:
+        return str(commit[RUN_ID_KEY])
+    prefix = f"{RUN_ID_KEY}="
+    user = commit.get("userMetadata")
+    return user[len(prefix):] if isinstance(user, str) and user.startswith(prefix) else None
+
+
+def committed_version(path: Path, run_id: str) -> int:
+    """The version of the table at `path` that run `run_id` just committed."""
+    from deltalake import DeltaTable
+
+    for commit in DeltaTable(str(path)).history(OWN_COMMIT_LOOKBACK):
+        if run_id_of(commit) == run_id:
+            return int(commit["version"])
+    raise RuntimeError(f"{path}: no commit of run {run_id} among its last {OWN_COMMIT_LOOKBACK}")
+
+
+def record_run(output: Path, run_id: str, versions: dict[str, int], as_of: datetime | None, source: str | None,
+               engine: str) -> None:
+    """Append the run's row to DIR/_runs: the commit point after which readers see this run's tables."""
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.transaction import CommitProperties
+
+    row = pa.table({
+        "run_id": [run_id],
+        "as_of": [_utc(as_of)],
+        "finished_at": [datetime.now(timezone.utc)],
+        "source": [source],
+        "delta_engine": [engine],
+        "tables": [[{"table": t, "version": v} for t, v in versions.items()]],
+    }, schema=RUNS_SCHEMA)
+    path = output / RUNS_TABLE
+    write_deltalake(str(path), row, mode="append", schema_mode="merge",
+                    commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+    runs = DeltaTable(str(path))
+    if len(runs.file_uris()) > RUNS_FILES_BEFORE_COMPACTION:
+        runs.optimize.compact()  # its own commit, after the commit point: a failure here loses nothing
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=timezone.utc)  # the pipeline's naive times are UTC
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The tables as readers should see them: each existing table's Delta version, and the run they form."""
+
+    output: Path
+    versions: dict[str, int]
+    run: dict[str, Any] | None = None  # the _runs row; None when no run was ever recorded here
+
+    def open(self, table: str):
+        """The table at its version (a deltalake.DeltaTable); KeyError when it is not there."""
+        from deltalake import DeltaTable
+
+        return DeltaTable(str(self.output / table), version=self.versions[table])
+
+    def path(self, table: str) -> Path:
+        return self.output / table
+
+
+def snapshot(output: Path, tables: Iterable[str]) -> Snapshot:
+    """Which version of each of `tables` to read under `output`: those of the newest complete run."""
+    runs = finished_runs(output)
+    newest = max(runs, key=lambda r: r["finished_at"]) if runs else None
+    recorded = {t["table"]: t["version"] for t in newest["tables"]} if newest else {}
+    finished = {r["run_id"] for r in runs}
+    versions = {}
+    for table in tables:
+        if not (output / table / "_delta_log").is_dir():
+            continue
+        version = recorded[table] if table in recorded else _newest_finished_version(output / table, finished)
+        if version is not None:
+            versions[table] = version
+    return Snapshot(output, versions, newest)
+
+
+def finished_runs(output: Path) -> list[dict[str, Any]]:
+    """Every run recorded in DIR/_runs (each one complete: the row is written last), oldest first; times are
+    naive UTC."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    path = output / RUNS_TABLE
+    if not (path / "_delta_log").is_dir():
+        return []
+    # Read with delta-rs's own engine, times as naive UTC: pyarrow.dataset, or pandas for zone-aware times,
+    # take longer to import than `offsetlake sql` takes to answer.
+    found = QueryBuilder().register("runs", DeltaTable(str(path))).execute("SELECT * FROM runs")
+    table = pa.RecordBatchReader.from_stream(found).read_all()
+    table = table.cast(pa.schema([f.with_type(utc_micros(f.type, tz=None)) for f in table.schema]))
+    return sorted(table.to_pylist(), key=lambda r: r["finished_at"])
+
+
+def _newest_finished_version(path: Path, finished: set[str]) -> int | None:
+    """The newest version not written by an unfinished run; None when every version was."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(path))
+
+    def ok(commit: dict[str, Any]) -> bool:
+        run_id = run_id_of(commit)
+        return run_id is None or run_id in finished
+
+    if ok(table.history(1)[0]):  # the usual case: one commit read, not the whole log
+        return table.version()
+    return next((int(c["version"]) for c in table.history() if ok(c)), None)
