@@ -12,6 +12,7 @@ import struct
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql.functions import arrow_udf
 from pyspark.sql.pandas.types import to_arrow_type
@@ -320,16 +321,18 @@ def _rows_to_struct(rows: Iterable[dict[str, Any] | None], arrow_type: pa.DataTy
 
 
 @arrow_udf(_CHECK_SPARK)
-def _check_udf(keys: pa.Array, values: pa.Array) -> pa.Array:
-    types, groups, errors = [], [], []
-    for key, value in zip(keys.to_pylist(), values.to_pylist()):
-        t, g, e = check_record(key, value)
-        types.append(t)
-        groups.append(g)
-        errors.append(e)
+def _check_udf(keys: pa.Array, values: pa.Array, needed: pa.Array) -> pa.Array:
+    # Rows the native reader already proved arrive as nulls and stay null: only the others are decoded.
+    wanted = pc.fill_null(needed, False)
+    rows = pc.indices_nonzero(wanted)
+    types: list = [None] * len(keys)
+    groups: list = [None] * len(keys)
+    errors: list = [None] * len(keys)
+    for i, key, value in zip(rows.to_pylist(), keys.take(rows).to_pylist(), values.take(rows).to_pylist()):
+        types[i], groups[i], errors[i] = check_record(key, value)
     return pa.StructArray.from_arrays(
         [pa.array(types, pa.int16()), pa.array(groups, pa.string()), pa.array(errors, pa.string())],
-        fields=list(_CHECK_ARROW),
+        fields=list(_CHECK_ARROW), mask=pc.invert(wanted),
     )
 
 
@@ -355,9 +358,10 @@ _group_udf = _decode_udf(group_metadata_columns, _GROUP_ARROW, _GROUP_SPARK)
 _modern_udf = _decode_udf(modern_columns, _MODERN_ARROW, _MODERN_SPARK, tombstones=True)
 
 
-def check(key: Column, value: Column) -> Column:
-    """struct<record_type, group_id, error> for every record."""
-    return _check_udf(key, value)
+def check(key: Column, value: Column, needed: Column) -> Column:
+    """struct<record_type, group_id, error> of each record where `needed` holds, else null. Pass null key and
+    value where it does not hold: Spark hands a Python UDF every row, so only those cost nothing to send."""
+    return _check_udf(key, value, needed)
 
 
 def offset_commit(key: Column, value: Column) -> Column:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
@@ -12,10 +12,11 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import decode
 from jobs.config import RebuildConfig
 from jobs.expiry import apply_expiry
 from jobs.lag import consumer_lag
+from jobs.records import check, log_records
+from jobs.reduce import reduce_log, scattered_bad_keys
 from jobs.replay import replay
 from jobs.sink import TableSink
 from jobs.sources import read_source
@@ -37,53 +38,23 @@ def ms_to_timestamp(ms: Column) -> Column:
 
 
 def check_records(raw: DataFrame) -> DataFrame:
-    """Every raw record with its coordinator partition, record type, group id and decode error (if any).
+    """Every raw record, checked: RECORD_COLUMNS and CHECK_COLUMNS of jobs.records (for tools and tests;
+    `run` checks only the reduced log, and pins it).
 
-    Batch metadata (segment sources, or dumps that kept it) rides along: producer id and epoch, and the
-    COMMIT/ABORT marker of a control record. Without it every record counts as non-transactional.
-    """
-    present = set(raw.columns)
-    producer_id = F.coalesce(F.col("producer_id"), F.lit(-1)) if "producer_id" in present else F.lit(-1)
-    producer_epoch = F.col("producer_epoch") if "producer_epoch" in present else F.lit(None)
-    is_control = F.coalesce(F.col("is_control"), F.lit(False)) if "is_control" in present else F.lit(False)
-    checked = raw.select(
-        F.col("partition").alias("coordinator_partition"),
-        F.col("offset").alias("record_offset"),
-        F.col("timestamp").alias("record_timestamp"),
-        "key",
-        "value",
-        producer_id.cast("bigint").alias("producer_id"),
-        producer_epoch.cast("smallint").alias("producer_epoch"),
-        is_control.alias("is_control"),
-        decode.check(F.col("key"), F.col("value")).alias("check"),
-    ).select("*", "check.*").drop("check")
-    # A control record is a transaction marker, not an offsets-topic record: no type, no group, no decode error.
-    marker = transaction_marker(F.col("key"))
-    return checked.select(
-        *[c for c in checked.columns if c not in ("record_type", "group_id", "error", "is_control")],
-        F.when(~F.col("is_control"), F.col("record_type")).alias("record_type"),
-        F.when(~F.col("is_control"), F.col("group_id")).alias("group_id"),
-        F.when(~F.col("is_control"), F.col("error")).when(marker.isNull(), F.lit(
-            "control record with a malformed key (expected int16 version >= 0, int16 type)")).alias("error"),
-        F.when(F.col("is_control"), marker).alias("transaction_marker"),
-    )
-
-
-def transaction_marker(key: Column) -> Column:
-    """COMMIT, ABORT or UNKNOWN from a control record key (int16 version, int16 type: ControlRecordType);
-    null when the key is too short or its version negative, which Kafka rejects."""
-    version, kind = F.hex(F.substring(key, 1, 2)), F.hex(F.substring(key, 3, 2))
-    return F.when((F.length(key) >= 4) & (F.conv(version, 16, 10).cast("int") < 0x8000),
-                  F.when(kind == "0000", "ABORT").when(kind == "0001", "COMMIT").otherwise("UNKNOWN"))
+    A lazy local checkpoint ends the plan here: the optimizer would otherwise push every later filter into
+    the native check's expressions, one copy per filter."""
+    return check(log_records(raw)).localCheckpoint(eager=False)
 
 
 def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets: DataFrame | None,
             topic_ids: DataFrame | None = None, segment_errors: DataFrame | None = None,
-            transactions: bool = True) -> dict[str, DataFrame]:
+            transactions: bool = True, pin: Callable[[str, DataFrame], DataFrame] | None = None) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed).
 
     `transactions=False` says the records hold no transactional record or marker (record_counts knows),
-    so the replay can skip resolving transactions."""
+    so the replay can skip resolving transactions. `pin(name, df)` materialises the state several tables
+    read (default: persist it); `run` pins it to files in the sink's staging area."""
+    pin = pin or _persist
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
     in_window = F.col("record_timestamp").isNull() | (F.col("record_timestamp") <= F.lit(as_of).cast("timestamp"))
@@ -91,15 +62,16 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
 
     state = replay(valid, topic_ids, transactions)
     # Winners are decoded once and then read by several tables.
-    offsets = state.offsets.persist(StorageLevel.MEMORY_AND_DISK)
-    groups = state.groups.persist(StorageLevel.MEMORY_AND_DISK)
-    pending = state.pending.persist(StorageLevel.MEMORY_AND_DISK)
+    offsets = pin("offsets", state.offsets)
+    groups = pin("groups", state.groups)
+    pending = pin("pending", state.pending)
     expiry = apply_expiry(offsets, groups, as_of_ms, retention_ms, pending)
 
     committed = _offset_rows(expiry.offsets, as_of_col)
     expired = _offset_rows(expiry.expired, as_of_col).withColumn("expired_at", ms_to_timestamp(F.col("expired_at_ms")))
 
-    existing = expiry.groups.join(state.activity, GROUP_KEY, "left")
+    # The groups that exist decide which members, assignments and topologies are kept: computed once.
+    existing = pin("existing_groups", expiry.groups.join(state.activity, GROUP_KEY, "left"))
     consumer_groups = existing.select(
         "*", ms_to_timestamp(F.col("current_state_timestamp_ms")).alias("current_state_timestamp"), as_of_col)
 
@@ -111,9 +83,6 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         lag = spark.createDataFrame([], spark_schema("consumer_lag"))
     else:
         lag = consumer_lag(committed, end_offsets)
-    quarantine = checked.where(F.col("error").isNotNull()).select(
-        "coordinator_partition", "record_offset", "record_timestamp", "key", "value", "error", "record_type"
-    )
     return {
         "committed_offsets": committed,
         "expired_offsets": expired,
@@ -122,7 +91,7 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         "group_target_assignments": of_existing_groups(state.targets),
         "streams_topologies": of_existing_groups(state.topologies),
         "consumer_lag": lag,
-        "quarantine": quarantine,
+        "quarantine": quarantine_rows(checked),
         "pending_transactions": pending.select(
             "*", F.col("committed_offset").alias("offset"),
             ms_to_timestamp(F.col("commit_timestamp_ms")).alias("commit_timestamp"), as_of_col),
@@ -131,6 +100,16 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         # Not a table: groups whose records Kafka's strict replay would have refused (for the run summary).
         "replay_violations": state.violations,
     }
+
+
+def quarantine_rows(checked: DataFrame) -> DataFrame:
+    """The records that failed their check, whole, with the reason."""
+    return checked.where(F.col("error").isNotNull()).select(
+        "coordinator_partition", "record_offset", "record_timestamp", "key", "value", "error", "record_type")
+
+
+def _persist(_name: str, df: DataFrame) -> DataFrame:
+    return df.persist(StorageLevel.MEMORY_AND_DISK)
 
 
 def _offset_rows(offsets: DataFrame, as_of_col: Column) -> DataFrame:
@@ -144,38 +123,48 @@ def _offset_rows(offsets: DataFrame, as_of_col: Column) -> DataFrame:
 
 
 def record_counts(checked: DataFrame, as_of: datetime | None) -> dict[str, Any]:
-    """Counts for the summary and the newest record timestamp, in one small aggregation over all records."""
-    after = F.lit(False) if as_of is None else F.coalesce(F.col("record_timestamp") > F.lit(as_of), F.lit(False))
+    """Counts for the summary and the newest record timestamp, in one small aggregation.
+
+    `checked` is a checked log, or the reduced log whose rows stand for `records` log records each.
+    """
+    present = set(checked.columns)
+    weight = F.col("records") if "records" in present else F.lit(1)
+    newest = F.col("newest_timestamp") if "newest_timestamp" in present else F.col("record_timestamp")
+    late = F.lit(False) if as_of is None else F.coalesce(F.col("record_timestamp") > F.lit(as_of), F.lit(False))
+    transactional = (F.col("producer_id") != -1) | F.col("transaction_marker").isNotNull()
     rows = (
         checked.groupBy("record_type", F.col("error").isNull().alias("ok"))
-        .agg(F.count(F.lit(1)).alias("count"), F.count_if(after).alias("after"), F.max("record_timestamp").alias("newest"),
-             F.count_if((F.col("producer_id") != -1) | F.col("transaction_marker").isNotNull()).alias("transactional"))
+        .agg(F.sum(weight).alias("count"), F.sum(F.when(late, weight)).alias("after"), F.max(newest).alias("newest"),
+             F.sum(F.when(transactional, weight)).alias("transactional"),
+             F.count_if(F.col("error").isNotNull() & (weight > 1)).alias("scattered"))
         .collect()
     )
     by_type: dict[str, int] = {}
-    read = decoded = after_as_of = transactional = 0
-    newest = None
+    read = decoded = after_as_of = transactional_records = scattered = 0
+    newest_seen = None
     for r in rows:
         read += r["count"]
-        transactional += r["transactional"]
-        if r["newest"] is not None and (newest is None or r["newest"] > newest):
-            newest = r["newest"]
+        transactional_records += r["transactional"] or 0
+        scattered += r["scattered"]
+        if r["newest"] is not None and (newest_seen is None or r["newest"] > newest_seen):
+            newest_seen = r["newest"]
         if r["ok"]:
             decoded += r["count"]
             name = (REGISTRY[r["record_type"]].name if r["record_type"] in REGISTRY
                     else "TransactionMarker" if r["record_type"] is None else str(r["record_type"]))
             by_type[name] = by_type.get(name, 0) + r["count"]
-            after_as_of += r["after"]
+            after_as_of += r["after"] or 0
     modern = sum(n for name, n in by_type.items() if _family(name) in ("consumer", "share", "streams"))
     return {
         "records_read": read,
         "records_decoded": decoded,
         "records_quarantined": read - decoded,
         "records_after_as_of": after_as_of,
-        "transactional_records": transactional,
+        "transactional_records": transactional_records,
         "records_by_type": dict(sorted(by_type.items())),
         "modern_group_records": modern,
-        "newest": None if newest is None else newest.replace(tzinfo=timezone.utc),
+        "scattered_bad_keys": scattered,
+        "newest": None if newest_seen is None else newest_seen.replace(tzinfo=timezone.utc),
     }
 
 
@@ -193,27 +182,29 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     # Modern groups' assignments name topics by id; classic groups and offset commits name them directly.
     topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
     topic_id_frame = spark.createDataFrame(sorted(topic_ids.items()), "topic_id string, topic string") if topic_ids else None
-    log.info("checking every record of %s", cfg.source)
-    checked = check_records(source.records).persist(StorageLevel.MEMORY_AND_DISK)
-    counts = record_counts(checked, cfg.as_of)
-    # The checked records and the (small) segment errors are materialised now: the source's own cache can go.
-    segment_errors = source.segment_errors.localCheckpoint() if source.segment_errors is not None else None
-    source.release()
-    # Default as_of: the newest record (an empty input has none: then now, and every table is empty).
-    as_of = cfg.as_of or counts["newest"] or datetime.now(timezone.utc)
-    log.info("read %d records: %d decoded, %d quarantined; rebuilding as of %s (retention %d min)",
-             counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
-             as_of.isoformat(), cfg.retention_minutes)
-
-    tables = rebuild(checked, as_of, cfg.retention_ms, end_offsets, topic_id_frame, segment_errors,
-                     transactions=counts["transactional_records"] > 0)
-    if live_ends is not None:
-        committed = tables["committed_offsets"]
-        tables["consumer_lag"] = consumer_lag(committed, live_end_offsets(spark, committed, live_ends))
     sink = TableSink(spark, cfg.output)
     try:
+        log.info("reading %s", cfg.source)
+        records = log_records(source.records)
+        reduced = reduce_log(records, cfg.as_of, sink.pin)
+        counts = record_counts(reduced, cfg.as_of)
+        # Default as_of: the newest record (an empty input has none: then now, and every table is empty).
+        as_of = cfg.as_of or counts["newest"] or datetime.now(timezone.utc)
+        log.info("read %d records: %d decoded, %d quarantined; rebuilding as of %s (retention %d min)",
+                 counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
+                 as_of.isoformat(), cfg.retention_minutes)
+        segment_errors = sink.pin("segment_errors", source.segment_errors) if source.segment_errors is not None else None
+        tables = rebuild(reduced, as_of, cfg.retention_ms, end_offsets, topic_id_frame, segment_errors,
+                         transactions=counts["transactional_records"] > 0, pin=sink.pin)
+        if counts["scattered_bad_keys"]:  # a corrupt key whose values looked right: all its records, whole
+            whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))
+            tables["quarantine"] = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
+        if live_ends is not None:
+            committed = tables["committed_offsets"]
+            tables["consumer_lag"] = consumer_lag(committed, live_end_offsets(spark, committed, live_ends))
         for name in TABLES:
             sink.stage(name, tables[name])
+        source.release()
         orphans = _orphan_groups(sink)
         violations = [{"group_id": r.group_id, "reason": r.reason}
                       for r in tables["replay_violations"].orderBy("group_id").limit(1000).collect()]

@@ -16,7 +16,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import decode
+from jobs import decode, native
 from jobs.modern import CLASSIC, GROUP_KEY, MEMBER_KEY, replay_modern
 from jobs.transactions import resolve_transactions
 from offsets_codec import REGISTRY
@@ -82,15 +82,21 @@ def offset_winners(records: DataFrame, transactions: bool = True) -> tuple[DataF
 
 
 def committed_offsets(winners: DataFrame) -> DataFrame:
-    """The live offsets among the offset winners (or open transactional commits), decoded."""
-    return winners.where(F.col("value").isNotNull()).select(
+    """The live offsets among the offset winners (or open transactional commits), decoded: natively where the
+    native reader proves the record, by the Python codec otherwise."""
+    key, value = native.offset_key(F.col("key")), native.offset_value(F.col("value"))
+    commits = native.with_read(winners.where(F.col("value").isNotNull()), [key, value], {
+        "proven": key.ok & value.ok, "native_commit": native.offset_commit_struct(key, value)})
+    unproven = ~F.col("proven")
+    python = decode.offset_commit(F.when(unproven, F.col("key")), F.when(unproven, F.col("value")))
+    return commits.select(
         "coordinator_partition",
         "group_id",
         "record_offset",
         "record_timestamp",
         "producer_id",
         "producer_epoch",
-        decode.offset_commit(F.col("key"), F.col("value")).alias("c"),
+        F.when(F.col("proven"), F.col("native_commit")).otherwise(python).alias("c"),
     ).select("coordinator_partition", "group_id", "record_offset", "record_timestamp", "producer_id",
              "producer_epoch", "c.*")
 

@@ -39,7 +39,7 @@ def get_spark() -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     active = SparkSession.getActiveSession()
     if active is not None:
-        return active
+        return _tuned(active)
     builder = SparkSession.builder
     launcher_conf: set[str] = set()
     if "PYSPARK_GATEWAY_PORT" in os.environ:
@@ -57,11 +57,22 @@ def get_spark() -> SparkSession:
     launcher = "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ
     if not launcher and SparkContext._gateway is None:  # noqa: SLF001
         _start_local_context(options)  # the builder below takes this context, with the same settings
-    spark = builder.getOrCreate()
+    spark = _tuned(builder.getOrCreate())
     # In the log file, or asked for with --debug, Spark's warnings help. On a launcher's console offsetlake
     # reports failures itself, on one line, and Spark's ERROR stack traces would repeat them.
     shown = _spark_log is not None or log.isEnabledFor(logging.DEBUG)
     spark.sparkContext.setLogLevel("WARN" if shown else "FATAL")
+    return spark
+
+
+def _tuned(spark: SparkSession) -> SparkSession:
+    """Session settings offsetlake's plans need whoever started the session.
+
+    Constraint propagation infers filters by substituting every alias of a projection into the constraints
+    above it; over the chains of projections that read offset commits natively (jobs.native) that grows
+    without bound, and the optimizer would spend minutes on a plan. offsetlake's plans gain nothing from it.
+    """
+    spark.conf.set("spark.sql.constraintPropagation.enabled", "false")
     return spark
 
 

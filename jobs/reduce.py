@@ -1,0 +1,78 @@
+"""The one pass over the log: the whole log is read once and reduced to what the replay needs.
+
+Almost every record is a plain offset commit, and for those the coordinator's fold ends in "the newest record
+per key wins" (spec §7.7). So one aggregation over the log keeps, per coordinator partition and key, only the
+newest plain commit, and keeps every other record whole (group metadata, modern-group records, transactional
+commits and markers, anything the native reader cannot prove, records after as_of). Only the aggregation's
+fixed-width results travel through the shuffle; the rows it picked are then fetched whole by their position,
+and checked (natively, or by the Python codec for what native code cannot prove).
+
+The result, the reduced log, holds every record the replay can need, and every record the quarantine must
+keep, with `records`: how many log records each row stands for. It grows with the number of keys, not with
+the log.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs import native
+from jobs.records import NO_PRODUCER, check
+
+Pin = Callable[[str, DataFrame], DataFrame]
+POSITION = ["coordinator_partition", "record_offset"]
+
+
+def after(as_of: datetime | None) -> Column:
+    """The record is newer than as_of (a record without a timestamp never is)."""
+    if as_of is None:
+        return F.lit(False)
+    return F.coalesce(F.col("record_timestamp") > F.lit(as_of).cast("timestamp"), F.lit(False))
+
+
+def with_reducible(records: DataFrame) -> DataFrame:
+    """`records` plus reducible: a plain offset commit or tombstone, of which only its key's newest one
+    matters to the replay.
+
+    Its key is checked after the reduction (a key's validity is the same for all its records; a bad key's
+    records are fetched whole again, see `scattered_bad_keys`). Transactional commits and markers are kept
+    whole: their fate is their producer's next marker (jobs.transactions).
+    """
+    value = native.offset_value(F.col("value"))
+    plain = native.is_offset_key(F.col("key")) & ~F.col("is_control") & (F.col("producer_id") == NO_PRODUCER)
+    return native.with_read(records, [value], {"reducible": plain & (F.col("value").isNull() | value.ok)})
+
+
+def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin) -> DataFrame:
+    """The checked, reduced log: RECORD_COLUMNS + CHECK_COLUMNS (jobs.records) + records (how many log
+    records the row stands for), newest_timestamp (theirs), after_as_of and reduced (the row is the newest
+    of several plain commits).
+
+    `pin(name, df)` materialises a frame that is read more than once (the pipeline writes it to its staging
+    area), so the log is scanned exactly twice: once to aggregate, once to fetch the chosen rows.
+    """
+    late = after(as_of)
+    # A record newer than as_of is counted and checked, never replayed: its own group, away from the others.
+    newest = with_reducible(records).groupBy(
+        "coordinator_partition", "key", late.alias("after_as_of"),
+        F.when(~F.col("reducible"), F.col("record_offset")).alias("own_offset"),
+    ).agg(
+        F.max("record_offset").alias("record_offset"),
+        F.count(F.lit(1)).alias("records"),
+        F.max("record_timestamp").alias("newest_timestamp"),
+    )
+    chosen = pin("chosen_records", newest.select(
+        *POSITION, "records", "newest_timestamp", "after_as_of", F.col("own_offset").isNull().alias("reduced")))
+    fetched = records.join(F.broadcast(chosen), POSITION)
+    return pin("reduced_log", check(fetched))
+
+
+def scattered_bad_keys(reduced_log: DataFrame, records: DataFrame) -> DataFrame:
+    """Every log record of a key that failed its check after being reduced (possible only for a corrupt key
+    whose values look right): the quarantine keeps them all, whole. Empty on sound input."""
+    bad = reduced_log.where(F.col("reduced") & F.col("error").isNotNull() & (F.col("records") > 1)).select(
+        "coordinator_partition", "key").distinct()
+    return check(records.join(F.broadcast(bad), ["coordinator_partition", "key"], "left_semi"))
