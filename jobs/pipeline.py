@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from jobs.config import RebuildConfig
 from jobs.expiry import apply_expiry
 from jobs.lag import consumer_lag
+from jobs.metrics import SparkWork, peak_rss_mb
 from jobs.records import check, log_records
 from jobs.reduce import reduce_log, scattered_bad_keys
 from jobs.replay import replay
@@ -60,7 +61,7 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     in_window = F.col("record_timestamp").isNull() | (F.col("record_timestamp") <= F.lit(as_of).cast("timestamp"))
     valid = checked.where(F.col("error").isNull() & in_window)
 
-    state = replay(valid, topic_ids, transactions)
+    state = replay(valid, pin, topic_ids, transactions)
     # Winners are decoded once and then read by several tables.
     offsets = pin("offsets", state.offsets)
     groups = pin("groups", state.groups)
@@ -183,6 +184,7 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
     topic_id_frame = spark.createDataFrame(sorted(topic_ids.items()), "topic_id string, topic string") if topic_ids else None
     sink = TableSink(spark, cfg.output)
+    work = SparkWork(spark, f"offsetlake rebuild {cfg.source}")
     try:
         log.info("reading %s", cfg.source)
         records = log_records(source.records)
@@ -240,6 +242,8 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         "delta_engine": sink.engine,
         "output": str(cfg.output),
         "seconds": round(time.monotonic() - started, 2),
+        **work.counts(),
+        **peak_rss_mb(spark),
     }
 
 

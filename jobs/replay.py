@@ -1,45 +1,43 @@
-"""Replay per coordinator partition, as the broker's load does (spec §7.2-§7.3), with native operations.
+"""Replay per coordinator partition, as the broker's load does (spec §7.2-§7.5).
 
-The broker's in-order fold over offset commits and classic group records ends in "the newest record per
-key wins; a tombstone deletes" (spec §7.7), once transactional commits are sorted by the fate of their
-transaction (jobs.transactions). So the fold becomes a reduction on raw key bytes per coordinator
-partition, and only the winners are decoded.
+Offsets stay native: the broker's in-order fold over offset commits ends in "the newest record per key
+wins; a tombstone deletes" (spec §7.7), once transactional commits are sorted by the fate of their
+transaction (jobs.transactions), so it is a reduction on raw key bytes and only the winners are decoded
+(natively, jobs.native). Groups of every family are folded in log order by jobs.groups; here their rows
+are named (topic ids, streams tasks) and joined with the offsets.
 
-Input: the checked records (jobs.pipeline), valid and at or before as_of, with columns
-coordinator_partition, record_offset, record_timestamp, key, value, record_type, group_id.
+Input: checked records (the reduced log, or a whole checked log), valid and at or before as_of, with
+columns coordinator_partition, record_offset, record_timestamp, key, value, record_type, group_id,
+producer_id, producer_epoch, transaction_marker.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import decode, native
-from jobs.modern import CLASSIC, GROUP_KEY, MEMBER_KEY, replay_modern
+from jobs.groups import CLASSIC, replay_groups
 from jobs.transactions import resolve_transactions
-from offsets_codec import REGISTRY
 
+GROUP_KEY = ["coordinator_partition", "group_id"]
+MEMBER_KEY = GROUP_KEY + ["member_id"]
+OFFSET_TYPES = list(native.OFFSET_TYPES)
 # Member state names by family and code (modern/MemberState.java, streams/MemberState.java).
 MEMBER_STATES = {
     **{f"{f}:{c}": n for f in ("consumer", "share") for c, n in
        ((0, "STABLE"), (1, "UNREVOKED_PARTITIONS"), (2, "UNRELEASED_PARTITIONS"), (127, "UNKNOWN"))},
     **{f"streams:{c}": n for c, n in ((1, "STABLE"), (2, "UNREVOKED_TASKS"), (3, "UNRELEASED_TASKS"), (127, "UNKNOWN"))},
 }
+Pin = Callable[[str, DataFrame], DataFrame]
 
 
-def record_types(family: str) -> list[int]:
-    """Record type ids of a group family, from the codec's registry (the only home of type numbers)."""
-    return sorted(t for t, rt in REGISTRY.items() if rt.group_family == family)
-
-
-OFFSET_TYPES = record_types("offsets")
-# Types 0 and 1 share the key layout and the broker converts type 0 to type 1 before replay, so the key
-# bytes after the 2-byte type prefix identify (group, topic, partition) whichever type wrote it.
 def offset_key() -> Column:
+    """Types 0 and 1 share the key layout and the broker converts type 0 to type 1 before replay, so the key
+    bytes after the 2-byte type prefix identify (group, topic, partition) whichever type wrote it."""
     return F.substring(F.col("key"), 3, 1 << 30)
-CLASSIC_TYPES = record_types("classic")
 
 
 @dataclass(frozen=True)
@@ -53,15 +51,15 @@ class ReplayedState:
     members: DataFrame  # members of those groups (classic and modern), group_members columns
     targets: DataFrame  # modern target assignments, one row per (member, topic, partition)
     topologies: DataFrame  # streams topologies, one row per subtopology
-    identity: DataFrame  # who holds each group id
     violations: DataFrame  # (group_id, coordinator_partition, reason): sequences Kafka's strict replay refuses
+    events: DataFrame  # group events (jobs.groups), in log order per group
 
 
 def last_writes(records: DataFrame, record_key: Column) -> DataFrame:
     """The newest record (highest offset) per coordinator partition and key; tombstones included.
 
-    A max over the offset alone keeps the aggregation buffer fixed-width (a hash aggregate, no sort of
-    the log); the winning records are then fetched whole by (coordinator partition, offset).
+    A max over the offset alone keeps the aggregation buffer fixed-width (a hash aggregate, no sort); the
+    winning records are then fetched whole by (coordinator partition, offset).
     """
     newest = records.groupBy("coordinator_partition", record_key.alias("record_key")).agg(
         F.max("record_offset").alias("record_offset")
@@ -77,8 +75,8 @@ def offset_winners(records: DataFrame, transactions: bool = True) -> tuple[DataF
     if not transactions:
         return last_writes(offset_records, offset_key()), offset_records.limit(0)
     markers = records.where(F.col("transaction_marker").isNotNull())
-    transactions = resolve_transactions(offset_records, markers, offset_key())
-    return last_writes(transactions.effective, offset_key()), transactions.open
+    resolved = resolve_transactions(offset_records, markers, offset_key())
+    return last_writes(resolved.effective, offset_key()), resolved.open
 
 
 def committed_offsets(winners: DataFrame) -> DataFrame:
@@ -101,72 +99,37 @@ def committed_offsets(winners: DataFrame) -> DataFrame:
              "producer_epoch", "c.*")
 
 
-def classic_group_records(records: DataFrame) -> DataFrame:
-    """Spec §7.3: the newest type-2 record per group; a value replaces the group, a tombstone removes it."""
-    winners = last_writes(records.where(F.col("record_type").isin(CLASSIC_TYPES)), F.col("group_id"))
-    decoded = decode.group_metadata(F.col("record_type"), F.col("value"))
-    return winners.select(
-        "coordinator_partition",
-        "group_id",
-        F.col("record_offset").alias("metadata_record_offset"),
-        "record_timestamp",
-        F.col("value").isNull().alias("is_tombstone"),
-        decoded.alias("g"),  # null for a tombstone
-    )
-
-
-def group_activity(records: DataFrame, offset_winners: DataFrame, metadata: DataFrame) -> DataFrame:
+def group_activity(records: DataFrame, offset_winners: DataFrame) -> DataFrame:
     """The newest record about each group (metadata or offsets, any family).
 
-    A group's newest record is the newest record of one of its keys, so the per-key winners (tombstones
-    included) stand in for the whole log of their families; other families are taken as they are.
+    A group's newest offset record is the newest record of one of its keys, so the per-key winners
+    (tombstones included) stand in for its offset records; group records are taken as they are.
     """
-    reduced = OFFSET_TYPES + CLASSIC_TYPES
     columns = ["coordinator_partition", "group_id", "record_offset", "record_timestamp"]
-    candidates = (
-        offset_winners.select(columns)
-        .unionByName(metadata.select(*columns[:2], F.col("metadata_record_offset").alias("record_offset"), columns[3]))
-        .unionByName(records.where(~F.col("record_type").isin(reduced) & F.col("group_id").isNotNull()).select(columns))
-    )
-    return candidates.groupBy("coordinator_partition", "group_id").agg(
+    candidates = offset_winners.select(columns).unionByName(
+        records.where(~F.col("record_type").isin(OFFSET_TYPES) & F.col("group_id").isNotNull()).select(columns))
+    return candidates.groupBy(*GROUP_KEY).agg(
         F.max("record_offset").alias("last_record_offset"),
         F.max_by("record_timestamp", "record_offset").alias("last_record_timestamp"),
     )
 
 
-def replay(records: DataFrame, topic_ids: DataFrame | None = None, transactions: bool = True) -> ReplayedState:
-    """Committed offsets plus the groups of every family that hold them, and their members."""
-    # One row per key: cached, as the groups, the offsets and the group activity all read them.
+def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, transactions: bool = True,
+           events: bool = True) -> ReplayedState:
+    """Committed offsets plus the groups of every family that hold them, and their members.
+
+    `pin(name, df)` materialises what several outputs read: the offset winners and the group fold."""
     winners, open_commits = offset_winners(records, transactions)
-    winners = winners.persist(StorageLevel.MEMORY_AND_DISK)
+    winners = pin("offset_winners", winners)
     offsets = committed_offsets(winners)
     pending = committed_offsets(open_commits)
-    metadata = classic_group_records(records).persist(StorageLevel.MEMORY_AND_DISK)
-    modern = replay_modern(records, metadata, last_writes)
-    identity = modern.identity
+    folded = pin("group_fold", replay_groups(records, events))
 
-    held_by_classic = identity.where(F.col("holder") == CLASSIC).select(*GROUP_KEY)
-    classic = metadata.where(~F.col("is_tombstone")).join(held_by_classic, GROUP_KEY, "left_semi")
-    classic_groups = classic.select(
-        *GROUP_KEY,
-        F.lit(CLASSIC).alias("group_type"),
-        F.col("g.protocol_type").alias("protocol_type"),
-        F.when(F.size("g.members") == 0, "Empty").otherwise("Stable").alias("state"),
-        F.col("g.generation").alias("generation"),
-        F.col("g.protocol").alias("protocol"),
-        F.col("g.leader_id").alias("leader_id"),
-        F.col("g.current_state_timestamp_ms").alias("current_state_timestamp_ms"),
-        F.size("g.members").cast("int").alias("member_count"),
-        F.col("g.subscribed_topics").alias("subscribed_topics"),
-        "metadata_record_offset",
-    )
-    modern_groups = modern.groups.select(
-        *GROUP_KEY, "group_type", "protocol_type", "state", "generation",
-        F.lit(None).cast("string").alias("protocol"), F.lit(None).cast("string").alias("leader_id"),
-        F.lit(None).cast("bigint").alias("current_state_timestamp_ms"), "member_count", "subscribed_topics",
-        "metadata_record_offset", "target_assignment_epoch", "topology_epoch",
-    )
+    def of(kind: str) -> DataFrame:
+        return folded.where(F.col("kind") == kind).select(*GROUP_KEY, f"{kind}.*")
 
+    identity = of("identity")
+    held = of("group")
     # A group id with offsets that no family holds is a "simple" group (state Empty, generation 0, no protocol
     # type). When the newest record that removed its group (a type-2 or modern group tombstone) came after
     # every commit, the offsets are orphans the pre-4.0 coordinator loaded as a simple group ("orphan_groups").
@@ -187,39 +150,40 @@ def replay(records: DataFrame, topic_ids: DataFrame | None = None, transactions:
             F.coalesce(F.col("newest_identity_offset") > F.col("newest_commit_offset"), F.lit(False)).alias("is_orphan"),
         )
     )
-    groups = classic_groups.unionByName(modern_groups, allowMissingColumns=True).unionByName(
-        simple, allowMissingColumns=True).withColumn("is_orphan", F.coalesce("is_orphan", F.lit(False)))
+    groups = held.withColumn("is_orphan", F.lit(False)).unionByName(simple, allowMissingColumns=True)
 
-    names = topic_names(modern.topic_names, offsets, topic_ids)
-    members = classic_members(classic).unionByName(
-        modern_members(modern.members, names, modern.topologies), allowMissingColumns=True)
-    targets = name_partitions(modern.targets, names, modern.topologies, MEMBER_KEY + ["assignment_epoch"])
-    return ReplayedState(offsets=offsets, pending=pending, groups=groups, activity=group_activity(records, winners, metadata),
-                         members=members, targets=targets, topologies=modern.topologies, identity=identity,
-                         violations=_violations(identity, modern.violations))
-
-
-def _violations(identity: DataFrame, tombstones: DataFrame) -> DataFrame:
-    """Cross-family conflicts and premature group tombstones, with a reason each."""
-    conflicts = identity.where(F.col("conflict_with").isNotNull()).select(
-        "group_id", "coordinator_partition",
-        F.concat(F.lit("a "), F.col("holder"), F.lit(" group record arrived while a "), F.col("conflict_with"),
-                 F.lit(" group held the id (Kafka's replay would fail); the later family was kept")).alias("reason"))
-    return conflicts.unionByName(tombstones)
+    topologies = of("topology")
+    names = topic_names(of("topic_name"), offsets, topic_ids)
+    members = of("member")
+    members = classic_members(members.where(F.col("family") == CLASSIC)).unionByName(
+        modern_members(members.where(F.col("family") != CLASSIC), names, topologies))
+    targets = of("target").select(*GROUP_KEY, "member_id", F.explode("partitions").alias("p")).select(
+        *MEMBER_KEY, "p.*")
+    targets = name_partitions(targets, names, topologies, MEMBER_KEY + ["assignment_epoch"])
+    return ReplayedState(offsets=offsets, pending=pending, groups=groups, activity=group_activity(records, winners),
+                         members=members, targets=targets, topologies=topologies, violations=of("violation"),
+                         events=of("event"))
 
 
-def classic_members(classic: DataFrame) -> DataFrame:
-    """Members of classic groups, from their group record."""
-    return classic.select(*GROUP_KEY, F.explode("g.members").alias("m")).select(
-        *GROUP_KEY, "m.*",
-        F.lit(None).cast("string").alias("rack_id"),  # classic members carry no rack in the group record
-        F.lit(None).cast("int").alias("member_epoch"),
+def classic_members(members: DataFrame) -> DataFrame:
+    """Members of classic groups: their partitions are named already (the consumer protocol names topics)."""
+    no_detail = F.lit(None).cast("array<struct<topic:string,partition:int,topic_id:string,assignment_epoch:int,"
+                                 "pending_revocation:boolean>>")
+    return members.select(
+        *MEMBER_KEY, "group_instance_id", "client_id", "client_host", "rack_id", "session_timeout_ms",
+        "rebalance_timeout_ms", "subscribed_topics",
+        F.transform("assigned", lambda p: F.struct(p.topic.alias("topic"), p.partition.alias("partition"),
+                                                    p.topic_id.alias("topic_id"))).alias("assigned_partitions"),
+        "member_epoch", "previous_member_epoch", no_detail.alias("current_assignment_detail"),
+        F.lit(None).cast("string").alias("member_state"), "server_assignor", "subscribed_topic_regex",
+        "is_classic_member", "subscription_version", "member_payload_error",
     )
 
 
 def topic_names(record_names: DataFrame, offsets: DataFrame, topic_ids: DataFrame | None) -> DataFrame:
     """topic_id -> topic from the --topic-ids map and from records that carry both (spec §3, "Topic-ID references")."""
-    pairs = record_names.unionByName(offsets.where(F.col("topic_id").isNotNull()).select("topic_id", "topic"))
+    pairs = record_names.select("topic_id", "topic").unionByName(
+        offsets.where(F.col("topic_id").isNotNull()).select("topic_id", "topic"))
     if topic_ids is not None:
         pairs = pairs.unionByName(topic_ids.select("topic_id", "topic"))
     return pairs.groupBy("topic_id").agg(F.max("topic").alias("topic"))
@@ -230,9 +194,9 @@ def name_partitions(rows: DataFrame, names: DataFrame, topologies: DataFrame, ke
 
     A streams task (subtopology, partition) stands for that partition of each of the subtopology's source topics.
     """
-    by_id = rows.where(F.col("subtopology_id").isNull()).join(F.broadcast(names), "topic_id", "left")
+    by_id = rows.where(F.col("subtopology_id").isNull()).drop("topic").join(F.broadcast(names), "topic_id", "left")
     sources = topologies.select(*GROUP_KEY, "subtopology_id", F.explode("source_topics").alias("topic"))
-    by_task = rows.where(F.col("subtopology_id").isNotNull()).drop("topic_id").join(
+    by_task = rows.where(F.col("subtopology_id").isNotNull()).drop("topic", "topic_id").join(
         sources, GROUP_KEY + ["subtopology_id"], "left").withColumn("topic_id", F.lit(None).cast("string"))
     return by_id.select(*keep, "topic", "partition", "topic_id").unionByName(
         by_task.select(*keep, "topic", "partition", "topic_id"))
@@ -261,5 +225,6 @@ def modern_members(members: DataFrame, names: DataFrame, topologies: DataFrame) 
             "assigned_partitions"),
         "member_epoch", "previous_member_epoch", "current_assignment_detail",
         F.element_at(state_names, F.concat_ws(":", "family", F.col("member_state").cast("string"))).alias("member_state"),
-        "server_assignor", "subscribed_topic_regex", "is_classic_member",
+        "server_assignor", "subscribed_topic_regex", "is_classic_member", "subscription_version",
+        "member_payload_error",
     )

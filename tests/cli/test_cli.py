@@ -14,6 +14,7 @@ from deltalake import DeltaTable
 from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
 
 from jobs.cli import cli
+from jobs.runs import RUNS_TABLE
 from jobs.tables import TABLES, arrow_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +75,8 @@ def test_rebuild_prints_the_summary_as_the_last_line(rebuilt):
 
 def test_every_contract_table_is_a_delta_table_with_the_contract_schema(rebuilt):
     out, _ = rebuilt
-    assert sorted(p.name for p in out.iterdir()) == sorted(TABLES)  # staged tables and pinned state are gone
+    # Staged tables and pinned state are gone; _runs records the run (jobs.runs).
+    assert sorted(p.name for p in out.iterdir()) == sorted([*TABLES, RUNS_TABLE])
     for table in TABLES:
         written = DeltaTable(str(out / table)).to_pyarrow_dataset().schema
         assert written.names == arrow_schema(table).names, table

@@ -1,0 +1,452 @@
+"""Group replay: the coordinator's load of group records, one coordinator partition at a time.
+
+Group records (classic type 2; KIP-848 consumer, share and streams types 3-23) are a small part of the log
+and must be decoded by the Python codec anyway, so they are folded in log order by plain Python, one Spark
+task per coordinator partition (a group lives in exactly one, spec §9). The fold follows spec §7.3-§7.5:
+
+1. Identity. Per group id, the newest *identity event* decides who holds it: a value record of a family
+   creates or keeps that family's group, a type-2 value makes it classic, and a type-2 tombstone or a
+   family's group-level tombstone removes it. A modern holder's current incarnation is its records after
+   the newest event of another family (or its own group tombstone). Kafka throws when a modern record
+   arrives for an id held by another non-simple family; here the later family wins and the group is
+   reported as a conflict (contract, "Semantics").
+2. Within the incarnation the newest record per key wins (all these records are last-value records).
+3. Members, assignments, regular expressions and topologies are assembled from those records and the state
+   is derived as ConsumerGroup / ShareGroup / StreamsGroup.maybeUpdateGroupState do.
+
+Every group-level change (a classic group's type-2 record, a modern group's epoch, members joining and
+leaving, a family change) is also emitted as a group event, with the state after it (jobs.history).
+Offsets are not replayed here: they stay native (jobs.replay); a group id with offsets and no holder is a
+simple group, decided there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from jobs.decode import group_metadata_columns, modern_columns
+from jobs.types import parse_type
+from offsets_codec import REGISTRY
+
+CLASSIC = "classic"
+FAMILIES = ("consumer", "share", "streams")
+# Member state codes: consumer and share STABLE is 0, streams STABLE is 1 (streams/MemberState.java).
+STABLE_STATE = {"consumer": 0, "share": 0, "streams": 1}
+FAMILY = {t: rt.group_family for t, rt in REGISTRY.items()}
+
+# What each modern record type is to its group, by the record's name in the codec's registry.
+_ROLES = {
+    "GroupMetadata": ("ConsumerGroupMetadata", "ShareGroupMetadata", "StreamsGroupMetadata"),
+    "TargetAssignmentMetadata": ("ConsumerGroupTargetAssignmentMetadata", "ShareGroupTargetAssignmentMetadata",
+                                 "StreamsGroupTargetAssignmentMetadata"),
+    "MemberMetadata": ("ConsumerGroupMemberMetadata", "ShareGroupMemberMetadata", "StreamsGroupMemberMetadata"),
+    "CurrentAssignment": ("ConsumerGroupCurrentMemberAssignment", "ShareGroupCurrentMemberAssignment",
+                          "StreamsGroupCurrentMemberAssignment"),
+    "TargetMember": ("ConsumerGroupTargetAssignmentMember", "ShareGroupTargetAssignmentMember",
+                     "StreamsGroupTargetAssignmentMember"),
+    "RegularExpression": ("ConsumerGroupRegularExpression",),
+    "Topology": ("StreamsGroupTopology",),
+    "TopicNames": ("ConsumerGroupPartitionMetadata", "ShareGroupPartitionMetadata",
+                   "ShareGroupStatePartitionMetadata", "StreamsGroupPartitionMetadata"),
+}
+ROLE = {t: role for role, names in _ROLES.items() for t, rt in REGISTRY.items() if rt.name in names}
+GROUP_TYPES = sorted(t for t, f in FAMILY.items() if f in (CLASSIC, *FAMILIES))
+
+# --- output ----------------------------------------------------------------------------------------
+
+PARTITIONS = "array<struct<topic:string,topic_id:string,subtopology_id:string,partition:int,assignment_epoch:int>>"
+OUTPUT_DDL = {
+    "group": "struct<group_type:string,protocol_type:string,state:string,generation:int,protocol:string,"
+             "leader_id:string,current_state_timestamp_ms:bigint,member_count:int,subscribed_topics:array<string>,"
+             "metadata_record_offset:bigint,target_assignment_epoch:int,topology_epoch:int>",
+    "member": "struct<member_id:string,family:string,group_instance_id:string,client_id:string,client_host:string,"
+              "rack_id:string,session_timeout_ms:int,rebalance_timeout_ms:int,subscribed_topics:array<string>,"
+              f"member_epoch:int,previous_member_epoch:int,member_state:smallint,assigned:{PARTITIONS},"
+              f"pending_revocation:{PARTITIONS},server_assignor:string,subscribed_topic_regex:string,"
+              "is_classic_member:boolean,subscription_version:smallint,member_payload_error:string>",
+    "target": f"struct<member_id:string,partitions:{PARTITIONS}>",
+    "topology": "struct<topology_epoch:int,subtopology_id:string,source_topics:array<string>,"
+                "source_topic_regex:array<string>,repartition_source_topics:array<string>,"
+                "repartition_sink_topics:array<string>,changelog_topics:array<string>>",
+    "topic_name": "struct<topic_id:string,topic:string>",
+    "identity": "struct<holder:string,newest_identity_offset:bigint>",
+    "violation": "struct<reason:string>",
+    "event": "struct<group_type:string,event:string,event_timestamp_ms:bigint,generation:int,"
+             "previous_generation:int,state:string,protocol:string,leader_id:string,member_count:int,"
+             "members_joined:array<string>,members_left:array<string>,seconds_since_previous:double,"
+             "record_offset:bigint>",
+}
+KINDS = tuple(OUTPUT_DDL)
+OUTPUT_SCHEMA = "coordinator_partition int, group_id string, kind string, " + ", ".join(
+    f"{k} {ddl}" for k, ddl in OUTPUT_DDL.items())
+
+
+@dataclass
+class Record:
+    offset: int
+    timestamp_ms: int | None
+    record_type: int
+    key: bytes
+    value: bytes | None
+    _decoded: dict | None = None
+
+    @property
+    def is_value(self) -> bool:
+        return self.value is not None
+
+    def modern(self) -> dict[str, Any]:
+        """MODERN_DDL columns (jobs.decode); decoded once."""
+        if self._decoded is None:
+            self._decoded = modern_columns(self.key, self.value)
+        return self._decoded
+
+
+@dataclass
+class Slot:
+    """Everything the partition's load knows about one group id."""
+
+    identity: dict[tuple[str, bool], int] = field(default_factory=dict)  # (family, is value) -> newest offset
+    classic: Record | None = None  # the newest type-2 record, value or tombstone
+    modern: dict[str, dict[bytes, Record]] = field(default_factory=dict)  # family -> key -> newest record
+    violation: dict[str, str] = field(default_factory=dict)  # family -> reason (its newest group tombstone)
+    summary: dict[str, Any] | None = None  # after the previous group event
+    event_timestamp_ms: int | None = None
+
+    def holder(self) -> tuple[str | None, int]:
+        """(family holding the id or None, the offset its incarnation starts after)."""
+        if not self.identity:
+            return None, -1
+        (family, is_value), newest = max(self.identity.items(), key=lambda kv: kv[1])
+        if not is_value:
+            return None, -1
+        start = max((o for (f, v), o in self.identity.items() if f != family or not v), default=-1)
+        return family, start
+
+    def conflict(self) -> str | None:
+        """The family whose value started the holder's incarnation while it held the id (Kafka would throw)."""
+        family, start = self.holder()
+        if family not in FAMILIES:
+            return None
+        return next((f for (f, v), o in self.identity.items() if v and f != family and o == start), None)
+
+
+def _newest(records: dict[bytes, Record], start: int, role: str) -> list[Record]:
+    return [r for r in records.values() if r.offset > start and ROLE.get(r.record_type) == role]
+
+
+def _partitions(rows: list[dict] | None, epoch: int | None = None) -> list[dict]:
+    return [{"topic": None, "topic_id": p["topic_id"], "subtopology_id": p["subtopology_id"],
+             "partition": p["partition"],
+             "assignment_epoch": p["assignment_epoch"] if epoch is None else epoch} for p in rows or []]
+
+
+@dataclass
+class ModernGroup:
+    """A modern group assembled from the newest record per key of its incarnation."""
+
+    group: dict[str, Any]
+    members: list[dict[str, Any]]
+    targets: list[dict[str, Any]]
+    topology: list[dict[str, Any]]
+    topic_names: list[dict[str, Any]]
+
+
+def assemble_modern(family: str, records: dict[bytes, Record], start: int) -> ModernGroup:
+    """Spec §7.4-§7.5 on the incarnation's newest records: members, epochs, target assignment, state."""
+    metadata = [r for r in _newest(records, start, "GroupMetadata") if r.is_value]
+    meta = metadata[0].modern() if metadata else {}
+    target_meta = _newest(records, start, "TargetAssignmentMetadata")
+    target_epoch = None if not target_meta else (target_meta[0].modern()["assignment_epoch"] if target_meta[0].is_value
+                                                 else -1)
+    topology_records = [r for r in _newest(records, start, "Topology") if r.is_value]
+    topology = topology_records[0].modern() if topology_records else None
+    regexes = {r.modern()["regex"]: r.modern()["regex_topics"] or [] for r in _newest(records, start, "RegularExpression")
+               if r.is_value}
+    source_topics = sorted({t for s in (topology or {}).get("subtopologies") or [] for t in s["source_topics"] or []})
+
+    by_member: dict[str, dict[str, Record]] = {}
+    for role, name in (("MemberMetadata", "m5"), ("CurrentAssignment", "m8")):
+        for r in _newest(records, start, role):
+            by_member.setdefault(r.modern()["member_id"], {})[name] = r
+    members = []
+    for member_id, recs in by_member.items():
+        m5, m8 = recs.get("m5"), recs.get("m8")
+        m5_value = m5 is not None and m5.is_value
+        m8_value = m8 is not None and m8.is_value
+        m8_after_m5 = m8 is not None and (m5 is None or m8.offset > m5.offset)
+        if not (m5_value or (m8_value and m8_after_m5)):
+            continue
+        epochs_from_m8 = m8_value and (m5_value or m8_after_m5)
+        left = m8 is not None and not m8.is_value and m8_after_m5  # a type-8 tombstone after the member
+        attrs = m5.modern() if m5_value else {}
+        current = m8.modern() if epochs_from_m8 else {}
+        names = attrs.get("subscribed_topic_names") or []
+        regex = attrs.get("subscribed_topic_regex")
+        subscribed = source_topics if family == "streams" else sorted(set(names) | set(regexes.get(regex, [])))
+        members.append({
+            "member_id": member_id, "family": family,
+            "group_instance_id": attrs.get("instance_id"), "client_id": attrs.get("client_id") or "",
+            "client_host": attrs.get("client_host") or "", "rack_id": attrs.get("rack_id"),
+            "session_timeout_ms": attrs.get("classic_session_timeout_ms"),
+            "rebalance_timeout_ms": attrs.get("rebalance_timeout_ms"),
+            "subscribed_topics": subscribed, "subscribed_topic_names": names,
+            "member_epoch": current["member_epoch"] if epochs_from_m8 else (-1 if left else 0),
+            "previous_member_epoch": current["previous_member_epoch"] if epochs_from_m8 else -1,
+            "member_state": current["member_state"] if epochs_from_m8 else STABLE_STATE[family],
+            "assigned": _partitions(current.get("assigned")), "pending_revocation": _partitions(
+                current.get("pending_revocation")),
+            "server_assignor": attrs.get("server_assignor"), "subscribed_topic_regex": regex,
+            "is_classic_member": bool(attrs.get("is_classic_member")),
+            "subscription_version": None, "member_payload_error": None,
+        })
+
+    group_epoch = meta.get("epoch") or 0
+    effective_target = target_epoch if target_epoch is not None else 0
+    unreconciled = any(not (m["member_state"] == STABLE_STATE[family] and m["member_epoch"] == effective_target)
+                       for m in members)
+    topology_epoch = topology["epoch"] if topology else None
+    validated = meta.get("validated_topology_epoch")
+    if not members:
+        state = "Empty"
+    elif family == "share":
+        state = "Stable"
+    elif family == "streams" and (topology_epoch is None or topology_epoch != (validated if validated is not None else -1)):
+        state = "NotReady"
+    elif group_epoch > effective_target:
+        state = "Assigning"
+    elif unreconciled:
+        state = "Reconciling"
+    else:
+        state = "Stable"
+    # Topics whose offsets never expire (spec §8.3): consumer: member subscriptions and resolved regexes;
+    # streams: topology source and repartition-source topics unless Empty; share groups hold no offsets.
+    if family == "consumer":
+        never_expire = {t for m in members for t in m["subscribed_topic_names"]} | {t for ts in regexes.values() for t in ts}
+    elif family == "streams" and members:
+        never_expire = {t for s in (topology or {}).get("subtopologies") or []
+                        for t in (s["source_topics"] or []) + (s["repartition_source_topics"] or [])}
+    else:
+        never_expire = set()
+    group = {
+        "group_type": family, "protocol_type": family, "state": state, "generation": group_epoch,
+        "protocol": None, "leader_id": None, "current_state_timestamp_ms": None, "member_count": len(members),
+        "subscribed_topics": sorted(never_expire), "metadata_record_offset": metadata[0].offset if metadata else None,
+        "target_assignment_epoch": effective_target, "topology_epoch": topology_epoch,
+    }
+    targets = [{"member_id": r.modern()["member_id"], "partitions": _partitions(r.modern()["assigned"], effective_target)}
+               for r in _newest(records, start, "TargetMember") if r.is_value]
+    topology_rows = [{"topology_epoch": topology_epoch, **s} for s in (topology or {}).get("subtopologies") or []]
+    topic_names = [t for r in _newest(records, start, "TopicNames") if r.is_value for t in r.modern()["topic_names"] or []]
+    return ModernGroup(group, members, targets, topology_rows, topic_names)
+
+
+def classic_group(record: Record) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A classic group and its members from its type-2 value (spec §7.3)."""
+    g = group_metadata_columns(record.record_type, record.value)
+    group = {
+        "group_type": CLASSIC, "protocol_type": g["protocol_type"], "state": "Stable" if g["members"] else "Empty",
+        "generation": g["generation"], "protocol": g["protocol"], "leader_id": g["leader_id"],
+        "current_state_timestamp_ms": g["current_state_timestamp_ms"], "member_count": len(g["members"]),
+        "subscribed_topics": g["subscribed_topics"], "metadata_record_offset": record.offset,
+        "target_assignment_epoch": None, "topology_epoch": None,
+    }
+    members = [{**m, "family": CLASSIC, "rack_id": None, "member_epoch": None, "previous_member_epoch": None,
+                "member_state": None, "pending_revocation": [], "server_assignor": None,
+                "subscribed_topic_regex": None, "is_classic_member": None,
+                "assigned": [{"topic": p["topic"], "topic_id": None, "subtopology_id": None, "partition": p["partition"],
+                              "assignment_epoch": None} for p in m["assigned_partitions"]]}
+               for m in g["members"]]
+    return group, members
+
+
+def _tombstone_violation(family: str, records: dict[bytes, Record]) -> str | None:
+    """What a family's group tombstone left behind (Kafka's replay refuses it): live members, target
+    assignments or target assignment metadata, by the newest record of each key before it."""
+    remaining = set()
+    for r in records.values():
+        role = ROLE.get(r.record_type)
+        if r.is_value and role in ("MemberMetadata", "TargetMember", "TargetAssignmentMetadata"):
+            remaining.add({"MemberMetadata": "members", "TargetMember": "target assignments",
+                           "TargetAssignmentMetadata": "its target assignment metadata"}[role])
+    if not remaining:
+        return None
+    return (f"a {family} group tombstone while {' and '.join(sorted(remaining))} remained (Kafka's replay would fail); "
+            "the group was removed")
+
+
+class PartitionReplay:
+    """The group state of one coordinator partition, fed its group records in log order."""
+
+    def __init__(self, events: bool = True) -> None:
+        self.slots: dict[str, Slot] = {}
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.record_events = events
+
+    def feed(self, record: Record, group_id: str) -> None:
+        slot = self.slots.setdefault(group_id, Slot())
+        family = FAMILY[record.record_type]
+        before = slot.holder()
+        if family == CLASSIC:
+            slot.classic = record
+            slot.identity[(CLASSIC, record.is_value)] = record.offset
+            changed = True
+        else:
+            records = slot.modern.setdefault(family, {})
+            role = ROLE.get(record.record_type)
+            if role == "GroupMetadata" and not record.is_value:
+                reason = _tombstone_violation(family, records)
+                if reason:
+                    slot.violation[family] = reason
+                else:
+                    slot.violation.pop(family, None)
+            records[record.key] = record
+            if record.is_value or role == "GroupMetadata":
+                slot.identity[(family, record.is_value)] = record.offset
+            changed = role in ("GroupMetadata", "MemberMetadata") or slot.holder() != before
+        if self.record_events and changed:
+            self._event(group_id, slot, record, before[0])
+
+    def _summary(self, slot: Slot) -> dict[str, Any] | None:
+        family, start = slot.holder()
+        if family is None:
+            return None
+        if family == CLASSIC:
+            group, members = classic_group(slot.classic)
+        else:
+            assembled = assemble_modern(family, slot.modern.get(family, {}), start)
+            group, members = assembled.group, assembled.members
+        return {**group, "members": {m["member_id"] for m in members}}
+
+    def _event(self, group_id: str, slot: Slot, record: Record, family_before: str | None) -> None:
+        previous = slot.summary
+        now = self._summary(slot)
+        if now is None and previous is None:
+            return
+        if now is not None and previous is not None and all(
+                now[k] == previous[k] for k in ("group_type", "generation", "state", "members", "protocol", "leader_id")):
+            if FAMILY[record.record_type] != CLASSIC:
+                return  # a modern record that changed nothing group-level
+        joined = sorted((now or {}).get("members", set()) - (previous or {}).get("members", set()))
+        left = sorted((previous or {}).get("members", set()) - (now or {}).get("members", set()))
+        if now is None:
+            event = "deleted"
+        elif previous is not None and family_before not in (None, now["group_type"]):
+            event = "converted"
+        elif previous is not None and now["state"] == "Empty" and previous["state"] != "Empty":
+            event = "emptied"
+        elif FAMILY[record.record_type] == CLASSIC or (previous is not None and now["generation"] != previous["generation"]):
+            event = "rebalanced"  # a classic group's type-2 value is a completed rebalance
+        elif joined:
+            event = "member_joined"
+        elif left:
+            event = "member_left"
+        else:
+            event = "rebalanced"
+        since = None
+        if slot.event_timestamp_ms is not None and record.timestamp_ms is not None:
+            since = (record.timestamp_ms - slot.event_timestamp_ms) / 1000
+        shown = now or previous
+        self.events.append((group_id, {
+            "group_type": shown["group_type"], "event": event, "event_timestamp_ms": record.timestamp_ms,
+            "generation": now["generation"] if now else None,
+            "previous_generation": previous["generation"] if previous else None,
+            "state": now["state"] if now else None,
+            "protocol": now["protocol"] if now else None, "leader_id": now["leader_id"] if now else None,
+            "member_count": len(now["members"]) if now else 0,
+            "members_joined": joined, "members_left": left, "seconds_since_previous": since,
+            "record_offset": record.offset,
+        }))
+        slot.summary = now
+        slot.event_timestamp_ms = record.timestamp_ms
+
+    def results(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """(group id, kind, row) for every output kind (see OUTPUT_DDL)."""
+        for group_id, slot in self.slots.items():
+            family, start = slot.holder()
+            yield group_id, "identity", {"holder": family, "newest_identity_offset": max(slot.identity.values(), default=None)}
+            conflict = slot.conflict()
+            if conflict:
+                yield group_id, "violation", {"reason": f"a {family} group record arrived while a {conflict} group held "
+                                                        "the id (Kafka's replay would fail); the later family was kept"}
+            for reason in slot.violation.values():
+                yield group_id, "violation", {"reason": reason}
+            if family == CLASSIC:
+                group, members = classic_group(slot.classic)
+                yield group_id, "group", group
+                for m in members:
+                    yield group_id, "member", m
+            elif family is not None:
+                assembled = assemble_modern(family, slot.modern.get(family, {}), start)
+                yield group_id, "group", assembled.group
+                for m in assembled.members:
+                    yield group_id, "member", m
+                for t in assembled.targets:
+                    yield group_id, "target", t
+                for t in assembled.topology:
+                    yield group_id, "topology", t
+                for t in assembled.topic_names:
+                    yield group_id, "topic_name", t
+        for group_id, event in self.events:
+            yield group_id, "event", event
+
+
+_ARROW = None
+
+
+def _arrow_schema() -> pa.Schema:
+    global _ARROW
+    if _ARROW is None:
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        fields = [pa.field("coordinator_partition", pa.int32()), pa.field("group_id", pa.string()),
+                  pa.field("kind", pa.string())]
+        fields += [pa.field(k, to_arrow_type(parse_type(ddl))) for k, ddl in OUTPUT_DDL.items()]
+        _ARROW = pa.schema(fields)
+    return _ARROW
+
+
+_TICKS_PER_MS = {"ms": 1, "us": 1000, "ns": 1_000_000}
+
+
+def _epoch_ms(column: pa.ChunkedArray) -> list[int | None]:
+    per_ms = _TICKS_PER_MS[column.type.unit]
+    return [None if t is None else t // per_ms for t in column.cast(pa.int64()).to_pylist()]
+
+
+def replay_partition(records: pa.Table, events: bool = True) -> pa.Table:
+    """The fold over one coordinator partition's group records (columns coordinator_partition,
+    record_offset, record_timestamp, record_type, group_id, key, value)."""
+    schema = _arrow_schema()
+    if records.num_rows == 0:
+        return schema.empty_table()
+    records = records.sort_by("record_offset")
+    partition = records.column("coordinator_partition")[0].as_py()
+    timestamps = _epoch_ms(records.column("record_timestamp"))
+    replay = PartitionReplay(events)
+    for offset, ts, record_type, group_id, key, value in zip(
+            records.column("record_offset").to_pylist(), timestamps, records.column("record_type").to_pylist(),
+            records.column("group_id").to_pylist(), records.column("key").to_pylist(),
+            records.column("value").to_pylist()):
+        replay.feed(Record(offset, ts, record_type, key, value), group_id)
+    columns: dict[str, list] = {name: [] for name in schema.names}
+    for group_id, kind, row in replay.results():
+        columns["coordinator_partition"].append(partition)
+        columns["group_id"].append(group_id)
+        columns["kind"].append(kind)
+        for k in KINDS:
+            columns[k].append(row if k == kind else None)
+    return pa.table([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
+
+
+def replay_groups(records: DataFrame, events: bool = True) -> DataFrame:
+    """The fold's output (OUTPUT_SCHEMA) for valid group records at or before as_of: one task per
+    coordinator partition."""
+    from pyspark.sql import functions as F
+
+    group_records = records.where(F.col("record_type").isin(GROUP_TYPES)).select(
+        "coordinator_partition", "record_offset", "record_timestamp", "record_type", "group_id", "key", "value")
+    return group_records.groupBy("coordinator_partition").applyInArrow(
+        lambda table: replay_partition(table, events), OUTPUT_SCHEMA)
