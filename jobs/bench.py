@@ -1,65 +1,128 @@
-"""`offsetlake bench`: a rebuild timed against a plain Spark scan of the same dump, in one session.
+"""`offsetlake bench`: a rebuild timed against a scan floor and a peer, each a whole new process.
 
-Machines here are noisy, so the figure that matters is the ratio: rebuild seconds / scan seconds, where
-the scan reads every key and value byte (xxhash64 over both) and the rebuild writes every table.
+Machines here are noisy, so the figures that matter are ratios between runs of the same bench on the same
+dump, each started the way a user starts it (interpreter, JVM and session start included):
+
+* floor: a fresh Spark process summing the lengths of every key and value (jobs/bench_floor.py);
+* rebuild: `offsetlake rebuild` with the default settings, with and without the history
+  tables (`--no-history`); its run summary gives the Spark jobs, stages and tasks and the peak driver memory;
+* peer: a single-process pure-Python parser from PyPI (jobs/bench_peer.py) in a throwaway virtualenv under
+  the work folder; skipped, with a note, when it cannot be installed.
+
+Rounds alternate the processes (floor, rebuild, no-history, peer, floor, ...) so a slow spell of the
+machine falls on all of them; each figure is the median of its rounds.
 """
 from __future__ import annotations
 
+import json
 import logging
+import shutil
+import statistics
+import subprocess
+import sys
 import time
+import venv
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
-
-from jobs.config import RebuildConfig
-from jobs.pipeline import run
+from jobs.config import REPO_ROOT, RebuildConfig
 from jobs.sample import write_log_dir, write_sample
-from jobs.session import get_spark
 
 log = logging.getLogger("offsetlake")
+PEER = "prometheus-kafka-consumer-group-exporter==0.5.5"
+HERE = Path(__file__).resolve().parent
 
 
-def scan_seconds(spark: SparkSession, dump: Path) -> float:
-    started = time.monotonic()
-    spark.read.parquet(str(dump)).agg(F.bit_xor(F.xxhash64("key", "value"))).collect()  # a checksum: ANSI-safe
-    return time.monotonic() - started
-
-
-def run_bench(records: int, dump: Path | None, work: Path, source_format: str = "parquet") -> dict[str, Any]:
-    """Generate (or reuse) a dump, warm the JVM with one scan, then time the rebuild and the scan.
-
-    With `source_format="segments"` the dump is first written as a broker log dir and the rebuild reads
-    that; the scan stays the Parquet scan, so the two ratios compare the sources."""
+def run_bench(records: int, dump: Path | None, work: Path, source_format: str = "parquet",
+              repeat: int = 1, peer: bool = True) -> dict[str, Any]:
+    """Generate (or reuse) a dump, then time the floor, the rebuild (with and without history) and the peer."""
     if dump is None:
         dump = work / f"dump-{records}"
-        if not (dump / "part-00000.parquet").exists():
+        if not any(dump.glob("*.parquet")):
             log.info("generating a %d-record dump in %s", records, dump)
             write_sample(dump, records, seed=7)
-    cfg = RebuildConfig.build(source=f"parquet:{dump}", output=str(work / "tables"))  # checks the dump
+    RebuildConfig.build(source=f"parquet:{dump}", output=str(work / "tables"))  # checks the dump's columns
+    source = f"parquet:{dump}"
     if source_format == "segments":
         log_dir = work / f"{dump.name}-segments"
         if not log_dir.exists():
             log.info("writing %s as a broker log dir in %s", dump, log_dir)
             write_log_dir(dump, log_dir)
-        cfg = RebuildConfig.build(source=f"segments:{log_dir}", output=str(work / "tables"))
-    spark = get_spark()
-    scan_seconds(spark, dump)  # warm-up: JIT, file listing, page cache
-    started = time.monotonic()
-    summary = run(spark, cfg)
-    rebuild = time.monotonic() - started
-    # A scan takes well under a second on a small dump: the fastest of five keeps one slow one (a noisy
-    # neighbour, a GC pause) from moving the ratio.
-    scan = min(scan_seconds(spark, dump) for _ in range(5))
-    return {
+        source = f"segments:{log_dir}"
+    peer_python, peer_note = _peer_python(work) if peer else (None, "not asked for (--no-peer)")
+
+    commands: dict[str, list[str]] = {
+        "floor": [sys.executable, str(HERE / "bench_floor.py"), str(dump)],
+        # The console script `offsetlake` is jobs.cli:main.
+        "rebuild": [sys.executable, "-m", "jobs.cli", "-q", "rebuild", "--source", source,
+                    "--output", str(work / "tables")],
+        "no_history": [sys.executable, "-m", "jobs.cli", "-q", "rebuild", "--source", source,
+                       "--output", str(work / "tables-no-history"), "--no-history"],
+    }
+    if peer_python is not None:
+        commands["peer"] = [str(peer_python), str(HERE / "bench_peer.py"), str(dump)]
+    seconds: dict[str, list[float]] = {name: [] for name in commands}
+    outputs: dict[str, str] = {}
+    for round_ in range(repeat):
+        for name, command in commands.items():
+            log.info("round %d/%d: %s", round_ + 1, repeat, name)
+            took, outputs[name] = _timed(command)
+            seconds[name].append(took)
+    median = {name: round(statistics.median(s), 2) for name, s in seconds.items()}
+    summary = json.loads(outputs["rebuild"].strip().splitlines()[-1])
+    result: dict[str, Any] = {
         "records": summary["records_read"],
-        "rebuild_seconds": round(rebuild, 2),
-        "scan_seconds": round(scan, 2),
-        "ratio": round(rebuild / scan, 2),
+        "rebuild_seconds": median["rebuild"],
+        "no_history_seconds": median["no_history"],
+        "floor_seconds": median["floor"],
+        "peer_seconds": median.get("peer"),
+        "rebuild_vs_floor": round(median["rebuild"] / median["floor"], 2),
+        "no_history_vs_floor": round(median["no_history"] / median["floor"], 2),
+        "peer_vs_rebuild": round(median["peer"] / median["rebuild"], 2) if "peer" in median else None,
+        "peer_vs_no_history": round(median["peer"] / median["no_history"], 2) if "peer" in median else None,
+        **{k: summary.get(k) for k in ("spark_jobs", "spark_stages", "spark_tasks",
+                                       "driver_python_peak_mb", "driver_jvm_peak_mb")},
         "groups": summary["groups"],
         "committed_offsets": summary["committed_offsets"],
+        "rounds": repeat,
+        "source": source,
         "dump": str(dump),
-        "source": str(cfg.source),
-        "cores": spark.sparkContext.defaultParallelism,
+        "dump_mb": round(sum(p.stat().st_size for p in Path(dump).rglob("*.parquet")) / 2**20, 1),
     }
+    if peer_note:
+        result["peer_note"] = peer_note
+    else:
+        result["peer_keys"] = json.loads(outputs["peer"].strip().splitlines()[-1])["keys"]
+    return result
+
+
+def _timed(command: list[str]) -> tuple[float, str]:
+    """Wall seconds of a whole process, and its stdout; a failure stops the bench with its stderr."""
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
+    took = time.monotonic() - started
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"bench: {Path(command[1]).name} failed with status {done.returncode}: {tail}")
+    return took, done.stdout
+
+
+def _peer_python(work: Path) -> tuple[Path | None, str | None]:
+    """The peer's interpreter, in WORK/peer-venv (made once, from PyPI); None and why when it cannot be."""
+    home = work / "peer-venv"
+    python = home / "bin" / "python"
+    marker = home / "installed"
+    if marker.exists():
+        return python, None
+    shutil.rmtree(home, ignore_errors=True)
+    try:
+        venv.create(home, with_pip=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", PEER, "pyarrow"],
+                       check=True, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as e:
+        detail = getattr(e, "stderr", None) or str(e)
+        note = f"peer skipped: could not install {PEER}: {detail.strip().splitlines()[-1] if detail.strip() else e}"
+        log.warning("%s", note)
+        return None, note
+    marker.touch()
+    return python, None

@@ -86,6 +86,8 @@ def rebuild_options(fn: Callable) -> Callable:
                      "consumer_lag: kafka-get-offsets.sh text (topic:partition:offset), CSV or Parquet; kafka "
                      "fetches them now from the cluster of --source, kafka:HOST:PORT from another cluster."),
         click.option("--topic-ids", metavar="PATH", help="topic_id,topic CSV (base64url ids)."),
+        click.option("--no-history", "no_history", is_flag=True, help="Skip the history tables (offset_commits, "
+                     "group_events), which grow with the log; the state tables stay exact."),
     ]):
         fn = option(fn)
     return kafka_options(fn)
@@ -266,13 +268,17 @@ def sample(output: str, records: int, seed: int, end_offsets: str | None, log_di
               help="Records to generate (ignored with --dump).")
 @click.option("--dump", type=click.Path(exists=True), help="Benchmark this dump instead of a generated one.")
 @click.option("--work", type=click.Path(file_okay=False), default="bench-work", show_default=True,
-              help="Scratch folder (dump cache and tables).")
+              help="Scratch folder (dump cache, tables, the peer's virtualenv).")
 @click.option("--source-format", type=click.Choice(["parquet", "segments"]), default="parquet", show_default=True,
               help="Rebuild from the dump, or from the same records written as a broker log dir.")
-def bench(records: int, dump: str | None, work: str, source_format: str) -> None:
-    """Time a rebuild against a plain Spark scan of the same dump; prints JSON with their ratio.
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Rounds; each figure is the median of its rounds.")
+@click.option("--no-peer", is_flag=True, help="Skip the pure-Python peer parser (and its virtualenv).")
+def bench(records: int, dump: str | None, work: str, source_format: str, repeat: int, no_peer: bool) -> None:
+    """Time a rebuild against a Spark scan floor and a pure-Python peer, each a whole new process; prints
+    one JSON line with the seconds, their ratios, and the rebuild's Spark stages and peak memory.
 
-    Example: offsetlake bench --records 1000000 [--source-format segments]
+    Example: offsetlake bench --records 1000000 --repeat 3
     """
     from jobs.config import output_folder
 
@@ -280,7 +286,8 @@ def bench(records: int, dump: str | None, work: str, source_format: str) -> None
 
     from jobs.bench import run_bench
 
-    click.echo(json.dumps(run_bench(records, Path(dump) if dump else None, Path(work), source_format)))
+    click.echo(json.dumps(run_bench(records, Path(dump) if dump else None, Path(work), source_format,
+                                    repeat, peer=not no_peer)))
 
 
 @cli.command()

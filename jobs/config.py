@@ -142,6 +142,7 @@ class RebuildConfig:
     end_offsets: str | None = None
     topic_ids: Path | None = None
     kafka: KafkaOptions = KafkaOptions()
+    history: bool = True  # offset_commits and group_events (--no-history skips them)
 
     @property
     def retention_ms(self) -> int:
@@ -160,6 +161,7 @@ class RebuildConfig:
         kafka_isolation: str | None = None,
         kafka_timeout: float | None = None,
         kafka_reader: str | None = None,
+        no_history: bool = False,
     ) -> "RebuildConfig":
         retention = defaults()["rebuild"]["retention_minutes"] if retention_minutes is None else retention_minutes
         if retention <= 0:
@@ -177,6 +179,7 @@ class RebuildConfig:
             end_offsets=end_offsets,
             topic_ids=topic_ids_path,
             kafka=KafkaOptions.build(kafka_config, kafka_isolation, kafka_timeout, kafka_reader),
+            history=not no_history,
         )
         cfg.check_inputs()
         return cfg

@@ -9,13 +9,14 @@ byte, tagged fields in an unusual shape) `ok` is false and the record goes to th
 gives the verdict and the error message.
 
 Byte positions are 0-based Python ints while they are known when compiling. Once a string's length has
-moved them they are helper columns (`NativeRead.steps`), added to the frame before the fields are read:
+moved them they are helper columns (`NativeRead.steps`), added to the frame with the fields (`with_read`):
 an expression that used them inline would repeat the whole chain of earlier lengths at every use, and
 Spark's optimizer slows down with the size of the expression tree.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import count
 from typing import Union
 
@@ -43,19 +44,15 @@ class NativeRead:
     ok: Column  # the bytes hold the struct completely and validly, as the codec reads it
     fields: dict[str, Column]  # Kafka field name -> value (meaningful where `ok` holds)
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        """`df` with the helper columns the other columns of this read refer to."""
-        for name, column in self.steps:
-            df = df.withColumn(name, column)
-        return df
-
 
 def with_read(df: DataFrame, reads: list[NativeRead], columns: dict[str, Column]) -> DataFrame:
-    """`df` plus `columns`, computed from `reads` (whose helper columns are added, then dropped)."""
-    for read in reads:
-        df = read.apply(df)
-    helpers = [name for read in reads for name, _ in read.steps]
-    return df.withColumns(columns).drop(*helpers)
+    """`df` plus `columns`, computed from `reads` (whose helper columns are added, then dropped).
+
+    One projection: each helper refers to earlier ones by name (Spark's lateral column aliases), so the
+    plan is analysed once, not once per helper."""
+    helpers = [(name, column) for read in reads for name, column in read.steps]
+    added = [column.alias(name) for name, column in helpers] + [column.alias(name) for name, column in columns.items()]
+    return df.select("*", *added).drop(*(name for name, _ in helpers))
 
 
 class _Steps:
@@ -213,16 +210,38 @@ def is_offset_key(key: Column) -> Column:
     return F.coalesce(F.substring(key, 1, 2).isin(*[F.lit(_int16_bytes(t)) for t in OFFSET_TYPES]), F.lit(False))
 
 
-def offset_key(key: Column) -> NativeRead:
-    """An offset-commit key: group, topic, partition after the 2-byte type. Trailing bytes are accepted, as
-    the codec (and Kafka) accept them."""
+def offset_key(column: str = "key") -> NativeRead:
+    """An offset-commit key read from the binary column `column`: group, topic, partition after the 2-byte
+    type. Trailing bytes are accepted, as the codec (and Kafka) accept them."""
+    return _compiled("key", column)
+
+
+def offset_value(column: str = "value") -> NativeRead:
+    """A non-null offset-commit value of any version read from the binary column `column`: `ok`, and the
+    fields under Kafka's names (null where the version has none) plus `version`."""
+    return _compiled("value", column)
+
+
+def _compiled(what: str, column: str) -> NativeRead:
+    """Compiling a read builds thousands of JVM expression objects one Py4J call at a time (seconds): each is
+    built once per JVM and reused (a Column is an unresolved expression, valid in any plan of that JVM)."""
+    from pyspark import SparkContext
+
+    jvm = id(SparkContext._jvm)  # noqa: SLF001 - a new JVM (rare: tests) compiles anew
+    return _compile(what, column, jvm)
+
+
+@lru_cache(maxsize=None)
+def _compile(what: str, column: str, _jvm: int) -> NativeRead:
+    return _offset_key(F.col(column)) if what == "key" else _offset_value(F.col(column))
+
+
+def _offset_key(key: Column) -> NativeRead:
     read = read_struct(_KEY_LAYOUT, _KEY_LAYOUT.valid.lowest, key, start=2, guard=is_offset_key(key))
     return NativeRead(read.steps, read.ok, read.fields)
 
 
-def offset_value(value: Column) -> NativeRead:
-    """A non-null offset-commit value of any version: `ok`, and the fields under Kafka's names (null where
-    the version has none) plus `version`."""
+def _offset_value(value: Column) -> NativeRead:
     head = F.substring(value, 1, 2)
     reads = {v: read_struct(_VALUE_LAYOUT, v, value, start=2, guard=head == F.lit(_int16_bytes(v)))
              for v in _VALUE_LAYOUT.versions}

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from jobs.config import RebuildConfig
 from jobs.expiry import apply_expiry
+from jobs.history import group_events, offset_commits
 from jobs.lag import consumer_lag
 from jobs.metrics import SparkWork, peak_rss_mb
 from jobs.records import check, log_records
@@ -24,18 +25,13 @@ from jobs.sources import read_source
 from jobs.sources.end_offsets import is_live, live_cluster, live_end_offsets, read_end_offsets
 from jobs.sources.topic_ids import read_topic_ids
 from jobs.tables import TABLES, spark_schema
+from jobs.types import ms_to_timestamp
 from offsets_codec import REGISTRY
 
 log = logging.getLogger("offsetlake")
 
-# Timestamps Spark can hold (years 1-9999); a corrupt commitTimestamp outside them becomes null, not a crash.
-_MIN_MS, _MAX_MS = -62135596800000, 253402300799999
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 GROUP_KEY = ["coordinator_partition", "group_id"]
-
-
-def ms_to_timestamp(ms: Column) -> Column:
-    return F.when(ms.between(_MIN_MS, _MAX_MS), F.timestamp_millis(ms))
 
 
 def check_records(raw: DataFrame) -> DataFrame:
@@ -49,11 +45,14 @@ def check_records(raw: DataFrame) -> DataFrame:
 
 def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets: DataFrame | None,
             topic_ids: DataFrame | None = None, segment_errors: DataFrame | None = None,
-            transactions: bool = True, pin: Callable[[str, DataFrame], DataFrame] | None = None) -> dict[str, DataFrame]:
+            transactions: bool = True, pin: Callable[[str, DataFrame], DataFrame] | None = None,
+            modern: bool = True, history: bool = True, log: DataFrame | None = None) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed).
 
-    `transactions=False` says the records hold no transactional record or marker (record_counts knows),
-    so the replay can skip resolving transactions. `pin(name, df)` materialises the state several tables
+    `transactions=False` says the records hold no transactional record or marker, `modern=False` no
+    modern-group record (record_counts knows), so the replay can skip that work. `history=False` skips the
+    history tables; `log`: the whole log when `checked` is the reduced log (jobs.history reads its plain
+    commits). `pin(name, df)` materialises the state several tables
     read (default: persist it); `run` pins it to files in the sink's staging area."""
     pin = pin or _persist
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
@@ -61,11 +60,9 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     in_window = F.col("record_timestamp").isNull() | (F.col("record_timestamp") <= F.lit(as_of).cast("timestamp"))
     valid = checked.where(F.col("error").isNull() & in_window)
 
-    state = replay(valid, pin, topic_ids, transactions)
-    # Winners are decoded once and then read by several tables.
-    offsets = pin("offsets", state.offsets)
+    state = replay(valid, pin, topic_ids, transactions, modern, events=history)
+    offsets, pending = state.offsets, state.pending
     groups = pin("groups", state.groups)
-    pending = pin("pending", state.pending)
     expiry = apply_expiry(offsets, groups, as_of_ms, retention_ms, pending)
 
     committed = _offset_rows(expiry.offsets, as_of_col)
@@ -84,7 +81,12 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         lag = spark.createDataFrame([], spark_schema("consumer_lag"))
     else:
         lag = consumer_lag(committed, end_offsets)
+    history_tables = {
+        "offset_commits": offset_commits(valid, as_of, transactions, log),
+        "group_events": group_events(state.events),
+    } if history else {}
     return {
+        **history_tables,
         "committed_offsets": committed,
         "expired_offsets": expired,
         "consumer_groups": consumer_groups,
@@ -196,20 +198,25 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
                  counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
                  as_of.isoformat(), cfg.retention_minutes)
         segment_errors = sink.pin("segment_errors", source.segment_errors) if source.segment_errors is not None else None
+        transactions, modern = counts["transactional_records"] > 0, counts["modern_group_records"] > 0
         tables = rebuild(reduced, as_of, cfg.retention_ms, end_offsets, topic_id_frame, segment_errors,
-                         transactions=counts["transactional_records"] > 0, pin=sink.pin)
+                         transactions=transactions, pin=sink.pin, modern=modern, history=cfg.history, log=records)
         if counts["scattered_bad_keys"]:  # a corrupt key whose values looked right: all its records, whole
             whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))
             tables["quarantine"] = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
         if live_ends is not None:
             committed = tables["committed_offsets"]
             tables["consumer_lag"] = consumer_lag(committed, live_end_offsets(spark, committed, live_ends))
+        # What the counts prove empty is written without a Spark job.
+        empty = {"consumer_lag": end_offsets is None and live_ends is None, "segment_errors": segment_errors is None,
+                 "quarantine": counts["records_quarantined"] == 0, "pending_transactions": not transactions,
+                 "group_target_assignments": not modern, "streams_topologies": not modern}
         for name in TABLES:
-            sink.stage(name, tables[name])
+            if name in tables:  # the history tables unless --no-history
+                sink.stage(name, None if empty.get(name) else tables[name])
         source.release()
         orphans = _orphan_groups(sink)
-        violations = [{"group_id": r.group_id, "reason": r.reason}
-                      for r in tables["replay_violations"].orderBy("group_id").limit(1000).collect()]
+        violations = _replay_violations(sink)
         unresolved = _unresolved_topic_ids(sink)
         damage = _segment_damage(sink)
         written = sink.commit(as_of, str(cfg.source))
@@ -228,6 +235,7 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         "consumer_lag": sink.rows["consumer_lag"],
         "pending_transactions": sink.rows["pending_transactions"],
         "segment_errors": sink.rows["segment_errors"],
+        **{t: sink.rows[t] for t in ("offset_commits", "group_events") if t in sink.rows},
         "segment_damage": damage,
         "as_of": as_of.isoformat().replace("+00:00", "Z"),
         "orphan_groups": orphans,
@@ -252,6 +260,14 @@ def _orphan_groups(sink: TableSink) -> list[str]:
     staged = pads.dataset(sink.staging / "consumer_groups", format="parquet")
     ids = staged.to_table(columns=["group_id"], filter=pc.field("is_orphan")).column("group_id").to_pylist()
     return sorted(ids)
+
+
+def _replay_violations(sink: TableSink, most: int = 1000) -> list[dict[str, Any]]:
+    """Groups whose records Kafka's strict replay would have refused, from the pinned group fold."""
+    fold = pads.dataset(sink.pinned("group_fold"), format="parquet")
+    rows = fold.to_table(columns=["group_id", "violation"], filter=pc.field("kind") == "violation").to_pylist()
+    return sorted(({"group_id": r["group_id"], "reason": r["violation"]["reason"]} for r in rows),
+                  key=lambda v: v["group_id"])[:most]
 
 
 def _segment_damage(sink: TableSink, most: int = 100) -> list[dict[str, Any]]:

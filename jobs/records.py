@@ -52,7 +52,7 @@ def transaction_marker(key: Column) -> Column:
 def with_native_check(records: DataFrame) -> DataFrame:
     """`records` plus natively_valid (an offset commit, or its tombstone, whose key and value the native
     reader proves valid) and native_group_id (its group)."""
-    key, value = native.offset_key(F.col("key")), native.offset_value(F.col("value"))
+    key, value = native.offset_key(), native.offset_value()
     proven = ~F.col("is_control") & key.ok & (F.col("value").isNull() | value.ok)
     return native.with_read(records, [key, value], {"natively_valid": proven,
                                                     "native_group_id": key.fields["group"]})

@@ -41,7 +41,7 @@ def with_reducible(records: DataFrame) -> DataFrame:
     records are fetched whole again, see `scattered_bad_keys`). Transactional commits and markers are kept
     whole: their fate is their producer's next marker (jobs.transactions).
     """
-    value = native.offset_value(F.col("value"))
+    value = native.offset_value()
     plain = native.is_offset_key(F.col("key")) & ~F.col("is_control") & (F.col("producer_id") == NO_PRODUCER)
     return native.with_read(records, [value], {"reducible": plain & (F.col("value").isNull() | value.ok)})
 

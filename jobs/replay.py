@@ -79,10 +79,10 @@ def offset_winners(records: DataFrame, transactions: bool = True) -> tuple[DataF
     return last_writes(resolved.effective, offset_key()), resolved.open
 
 
-def committed_offsets(winners: DataFrame) -> DataFrame:
+def committed_offsets(winners: DataFrame, keep: list[str] = ()) -> DataFrame:
     """The live offsets among the offset winners (or open transactional commits), decoded: natively where the
-    native reader proves the record, by the Python codec otherwise."""
-    key, value = native.offset_key(F.col("key")), native.offset_value(F.col("value"))
+    native reader proves the record, by the Python codec otherwise. `keep`: more columns of `winners` to keep."""
+    key, value = native.offset_key(), native.offset_value()
     commits = native.with_read(winners.where(F.col("value").isNotNull()), [key, value], {
         "proven": key.ok & value.ok, "native_commit": native.offset_commit_struct(key, value)})
     unproven = ~F.col("proven")
@@ -95,8 +95,9 @@ def committed_offsets(winners: DataFrame) -> DataFrame:
         "producer_id",
         "producer_epoch",
         F.when(F.col("proven"), F.col("native_commit")).otherwise(python).alias("c"),
+        *keep,
     ).select("coordinator_partition", "group_id", "record_offset", "record_timestamp", "producer_id",
-             "producer_epoch", "c.*")
+             "producer_epoch", "c.*", *keep)
 
 
 def group_activity(records: DataFrame, offset_winners: DataFrame) -> DataFrame:
@@ -115,14 +116,17 @@ def group_activity(records: DataFrame, offset_winners: DataFrame) -> DataFrame:
 
 
 def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, transactions: bool = True,
-           events: bool = True) -> ReplayedState:
+           modern: bool = True, events: bool = True) -> ReplayedState:
     """Committed offsets plus the groups of every family that hold them, and their members.
 
-    `pin(name, df)` materialises what several outputs read: the offset winners and the group fold."""
+    `pin(name, df)` materialises what several outputs read: the offset winners, the decoded offsets and the
+    group fold. `transactions=False` / `modern=False` (the run's counts say the log has no transactional
+    record / no modern-group record) skip the work for what cannot be there; `events=False` skips the
+    group events (a history table)."""
     winners, open_commits = offset_winners(records, transactions)
     winners = pin("offset_winners", winners)
-    offsets = committed_offsets(winners)
-    pending = committed_offsets(open_commits)
+    offsets = pin("offsets", committed_offsets(winners))
+    pending = pin("pending", committed_offsets(open_commits)) if transactions else offsets.limit(0)
     folded = pin("group_fold", replay_groups(records, events))
 
     def of(kind: str) -> DataFrame:
@@ -153,13 +157,18 @@ def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, tra
     groups = held.withColumn("is_orphan", F.lit(False)).unionByName(simple, allowMissingColumns=True)
 
     topologies = of("topology")
-    names = topic_names(of("topic_name"), offsets, topic_ids)
     members = of("member")
-    members = classic_members(members.where(F.col("family") == CLASSIC)).unionByName(
-        modern_members(members.where(F.col("family") != CLASSIC), names, topologies))
+    classic = classic_members(members.where(F.col("family") == CLASSIC))
     targets = of("target").select(*GROUP_KEY, "member_id", F.explode("partitions").alias("p")).select(
         *MEMBER_KEY, "p.*")
-    targets = name_partitions(targets, names, topologies, MEMBER_KEY + ["assignment_epoch"])
+    if modern:
+        names = topic_names(of("topic_name"), offsets, topic_ids)
+        members = classic.unionByName(modern_members(members.where(F.col("family") != CLASSIC), names, topologies))
+        targets = name_partitions(targets, names, topologies, MEMBER_KEY + ["assignment_epoch"])
+    else:  # only classic groups: their members name their topics, and nothing else can exist
+        members = classic
+        targets = targets.select(*MEMBER_KEY, "assignment_epoch", "topic", "partition", "topic_id").limit(0)
+        topologies = topologies.limit(0)
     return ReplayedState(offsets=offsets, pending=pending, groups=groups, activity=group_activity(records, winners),
                          members=members, targets=targets, topologies=topologies, violations=of("violation"),
                          events=of("event"))

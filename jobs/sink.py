@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.runs import commit_metadata, committed_version, new_run_id, record_run, spark_user_metadata
 from jobs.session import has_jvm_class
-from jobs.tables import arrow_schema, conform
+from jobs.tables import arrow_schema, conform, partition_columns
 
 log = logging.getLogger("offsetlake")
 DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
@@ -49,10 +50,16 @@ class TableSink:
         self.staging = output / STAGING_DIR / uuid.uuid4().hex
         self.rows: dict[str, int] = {}
 
-    def stage(self, table: str, df: DataFrame) -> None:
-        """Compute `df` now, with the table's contract schema, into the staging area."""
+    def stage(self, table: str, df: DataFrame | None) -> None:
+        """Compute `df` now, with the table's contract schema, into the staging area; None: the table is
+        known to be empty (written without Spark: a job costs more than nothing)."""
         path = self.staging / table
-        conform(df, table).write.mode("overwrite").parquet(str(path))
+        if df is None:
+            path.mkdir(parents=True, exist_ok=True)
+            pq.write_table(arrow_schema(table).empty_table(), path / "part-00000.parquet")
+        else:
+            self.spark.sparkContext.setJobDescription(f"offsetlake: table {table}")  # names its jobs in Spark's UI
+            conform(df, table).write.mode("overwrite").parquet(str(path))
         self.rows[table] = pads.dataset(path, format="parquet").count_rows()  # from footers, cheap
         log.info("computed %s: %d rows", table, self.rows[table])
 
@@ -61,9 +68,14 @@ class TableSink:
         and their plans start from these files instead of the whole replay (Spark plans them in a fraction
         of the time). Unlike a local checkpoint, the files survive a lost executor; they go with the staging
         area and are never committed."""
-        path = self.staging / "_state" / name
+        path = self.pinned(name)
+        self.spark.sparkContext.setJobDescription(f"offsetlake: state {name}")
         df.write.parquet(str(path))
-        return self.spark.read.parquet(str(path))
+        return self.spark.read.schema(df.schema).parquet(str(path))  # the schema is known: no footer reads
+
+    def pinned(self, name: str) -> Path:
+        """Where `pin(name, ...)` wrote its files."""
+        return self.staging / "_state" / name
 
     def commit(self, as_of: datetime | None = None, source: str | None = None) -> dict[str, str]:
         """Replace every staged table, then record the run (its commit point); returns table -> Delta path."""
@@ -101,11 +113,13 @@ class TableSink:
         reader = pa.RecordBatchReader.from_batches(schema, batches)
         target.mkdir(parents=True, exist_ok=True)
         write_deltalake(str(target), reader, mode="overwrite", schema_mode="overwrite",
+                        partition_by=partition_columns(table) or None,
                         commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
 
     def _commit_spark(self, table: str, target: Path, run_id: str) -> None:
         staged = self.spark.read.parquet(str(self.staging / table))
-        staged.write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
+        staged.write.format("delta").partitionBy(*partition_columns(table)).mode("overwrite") \
+            .option("overwriteSchema", "true") \
             .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
 
 

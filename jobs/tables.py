@@ -24,6 +24,9 @@ TABLES = (
     "quarantine",
     "pending_transactions",
     "segment_errors",
+    # History (--no-history skips them): they grow with the log.
+    "offset_commits",
+    "group_events",
 )
 
 
@@ -34,9 +37,19 @@ def known_tables() -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=None)
+def _schema_doc(table: str) -> dict:
+    return json.loads((SCHEMA_DIR / f"{table}.json").read_text())
+
+
+def partition_columns(table: str) -> list[str]:
+    """The table's Delta partition columns (a table that grows with the log is partitioned by date)."""
+    return list(_schema_doc(table).get("partition_by", []))
+
+
+@lru_cache(maxsize=None)
 def spark_schema(table: str) -> StructType:
     """The table's Spark schema, from schemas/<table>.json."""
-    doc = json.loads((SCHEMA_DIR / f"{table}.json").read_text())
+    doc = _schema_doc(table)
     return StructType([StructField(c["name"], parse_type(c["type"])) for c in doc["columns"]])
 
 

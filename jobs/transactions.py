@@ -27,7 +27,7 @@ NO_PRODUCER = -1
 
 @dataclass(frozen=True)
 class Transactions:
-    effective: DataFrame  # the offset records that take part in "newest per key wins"
+    effective: DataFrame  # the offset records that take part in "newest per key wins", with applied_offset
     open: DataFrame  # transactional commits still pending at the end, the newest per (key, producer)
 
 
@@ -41,18 +41,24 @@ def resolve_transactions(offset_records: DataFrame, markers: DataFrame, offset_k
     pending = offset_records.where(transactional)
     events = pending.withColumn("fate", F.lit(None).cast("string")).unionByName(
         markers.where(F.col("transaction_marker").isin("COMMIT", "ABORT"))
-        .select("coordinator_partition", "producer_id", "record_offset", F.col("transaction_marker").alias("fate")),
+        .select("coordinator_partition", "producer_id", "record_offset", F.col("transaction_marker").alias("fate"),
+                F.col("record_offset").alias("marker_offset")),
         allowMissingColumns=True,
     )
     # Newest first, so "the nearest later marker" is a running last-non-null: a linear pass per producer.
     later_first = Window.partitionBy("coordinator_partition", "producer_id").orderBy(F.desc("record_offset")) \
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    fated = events.withColumn("fate", F.last("fate", ignorenulls=True).over(later_first)).where(
-        F.col("key").isNotNull())  # the commits, not the markers
-    committed = fated.where(F.col("fate") == "COMMIT").drop("fate")
-    effective = offset_records.where(~transactional).unionByName(committed)
+    fated = events.select(
+        *[c for c in events.columns if c not in ("fate", "marker_offset")],
+        F.last("fate", ignorenulls=True).over(later_first).alias("fate"),
+        F.last("marker_offset", ignorenulls=True).over(later_first).alias("marker_offset"),
+    ).where(F.col("key").isNotNull())  # the commits, not the markers
+    # A committed transactional commit is applied where its COMMIT marker is (the history's position).
+    committed = fated.where(F.col("fate") == "COMMIT").withColumnRenamed("marker_offset", "applied_offset").drop("fate")
+    effective = offset_records.where(~transactional).withColumn("applied_offset", F.col("record_offset")).unionByName(
+        committed)
 
-    still_open = fated.where(F.col("fate").isNull()).drop("fate").withColumn("offset_key", offset_key)
+    still_open = fated.where(F.col("fate").isNull()).drop("fate", "marker_offset").withColumn("offset_key", offset_key)
     # The broker's pending map holds one commit per producer and key: the newest one.
     newest = still_open.groupBy("coordinator_partition", "offset_key", "producer_id").agg(
         F.max("record_offset").alias("record_offset"))

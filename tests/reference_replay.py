@@ -73,12 +73,24 @@ class GroupState:
     is_simple: bool  # ClassicGroup.isSimpleGroup(): no protocol type and no members
 
 
+class Applied(NamedTuple):
+    """One offset record applied (offset_commits): where, to which key, and what it replaced."""
+
+    partition: int  # coordinator partition
+    position: int  # the record's offset, or its COMMIT marker's for a transactional commit
+    key: tuple[str, str, int]  # group, topic, partition
+    offset: int | None  # None: deleted
+    previous: int | None  # the committed offset it replaced; None when none was live
+    producer_id: int
+
+
 @dataclass
 class ReplayResult:
     committed: dict[tuple[int, str, str, int], OffsetState] = field(default_factory=dict)
     # (partition, group, topic, topic_partition, producer_id): offsets of transactions still open at the end
     pending: dict[tuple[int, str, str, int, int], PendingState] = field(default_factory=dict)
     groups: dict[tuple[int, str], GroupState] = field(default_factory=dict)
+    history: list[Applied] = field(default_factory=list)  # in log order per coordinator partition
     skipped: int = 0  # records whose key or value did not decode
 
 
@@ -119,7 +131,9 @@ def _group_state(d: dict) -> GroupState:
 class _Partition:
     """The state of one coordinator partition (a group lives in exactly one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.history: list[Applied] = []
         self.committed: dict[tuple[str, str, int], OffsetState] = {}
         self.pending: dict[int, dict[tuple[str, str, int], OffsetState]] = {}  # producer id -> offsets
         self.groups: dict[str, GroupState] = {}
@@ -130,18 +144,25 @@ class _Partition:
             if group not in self.groups:
                 self.groups[group] = _simple_group()
             if producer_id == NO_PRODUCER_ID:
-                self.committed[k] = _offset_state(value, record_offset)
+                self._apply(record_offset, k, _offset_state(value, record_offset), producer_id)
             else:
                 self.pending.setdefault(producer_id, {})[k] = _offset_state(value, record_offset)
         else:
             # A tombstone, whatever its producer: drop the committed offset and every open
             # transaction's pending offset for the key. (Kafka finds those producers through its
             # openTransactions index; it holds exactly the producers with a pending entry for the key.)
-            self.committed.pop(k, None)
+            self._apply(record_offset, k, None, producer_id)
             for offsets in self.pending.values():
                 offsets.pop(k, None)
 
-    def replay_marker(self, producer_id: int, result: str) -> None:
+    def _apply(self, position: int, k: tuple[str, str, int], state: OffsetState | None, producer_id: int) -> None:
+        previous = self.committed.pop(k, None)
+        if state is not None:
+            self.committed[k] = state
+        self.history.append(Applied(self.partition, position, k, state and state.offset,
+                                    previous and previous.offset, producer_id))
+
+    def replay_marker(self, marker_offset: int, producer_id: int, result: str) -> None:
         offsets = self.pending.pop(producer_id, None)
         if offsets is None or result != "COMMIT":
             return  # unknown producer, or ABORT: nothing to apply
@@ -149,7 +170,7 @@ class _Partition:
             existing = self.committed.get(k)
             # Keep the most recent commit by *record* position, not by marker position.
             if existing is None or pending.record_offset > existing.record_offset:
-                self.committed[k] = pending
+                self._apply(marker_offset, k, pending, producer_id)
 
     def replay_group(self, group: str, value: dict | None) -> None:
         if value is None:
@@ -163,10 +184,10 @@ def replay_log(entries: Iterable[LogEntry]) -> ReplayResult:
     partitions: dict[int, _Partition] = {}
     skipped = 0
     for e in entries:
-        p = partitions.setdefault(e.partition, _Partition())
+        p = partitions.setdefault(e.partition, _Partition(e.partition))
         if e.control is not None:
             if e.control in ("COMMIT", "ABORT"):
-                p.replay_marker(e.producer_id, e.control)
+                p.replay_marker(e.offset, e.producer_id, e.control)
             continue
         try:
             key = decode_key(e.key)
@@ -184,6 +205,7 @@ def replay_log(entries: Iterable[LogEntry]) -> ReplayResult:
 
     result = ReplayResult(skipped=skipped)
     for n, p in partitions.items():
+        result.history += p.history
         for (g, t, tp), o in p.committed.items():
             result.committed[(n, g, t, tp)] = o
         for pid, offsets in p.pending.items():

@@ -80,7 +80,7 @@ def corpus(spark):
     good_key = keys[0]
     rows = [(good_key, v) for v in values] + [(k, values[0]) for k in keys]
     df = spark.createDataFrame(rows, "key binary, value binary")
-    key, value = native.offset_key(F.col("key")), native.offset_value(F.col("value"))
+    key, value = native.offset_key(), native.offset_value()
     return native.with_read(df, [key, value], {
         "key_ok": key.ok, "value_ok": value.ok, "c": native.offset_commit_struct(key, value)}).collect()
 

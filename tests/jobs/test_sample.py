@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from collections import Counter
 
@@ -127,3 +128,23 @@ def test_the_notebook_runs_locally(spark, tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "protocol_type" in out and "total_lag" in out and "unknown value version 9 for record type 1" in out
     assert "pending_offset" in out and "eos-app-" in out  # an exactly-once application's open transaction
+
+
+def test_the_demos_commit_history_is_the_reference_replays(demo):
+    """offset_commits of a whole run (plain commits read natively from the log, transactional ones at their
+    COMMIT marker) against the reference replay of the same dump, record by record."""
+    from reference_replay import LogEntry, replay_log
+
+    base, result = demo
+    as_of = datetime.fromisoformat(json.loads(result.stdout.strip().splitlines()[-1])["as_of"].replace("Z", "+00:00"))
+    dump = pq.read_table(base / "dump").to_pydict()
+    entries = [LogEntry(p, o, pid, control_marker(k) if c else None, k, v)
+               for p, o, pid, c, k, v, ts in zip(dump["partition"], dump["offset"], dump["producer_id"],
+                                                  dump["is_control"], dump["key"], dump["value"], dump["timestamp"])
+               if ts is None or ts <= as_of]
+    want = sorted(tuple(a) for a in replay_log(entries).history)
+    rows = DeltaTable(str(base / "tables" / "offset_commits")).to_pyarrow_table().to_pylist()
+    got = sorted((r["coordinator_partition"], r["record_offset"], (r["group_id"], r["topic"], r["partition"]),
+                  r["committed_offset"], r["previous_offset"], r["producer_id"]) for r in rows)
+    assert len(got) > 10_000 and any(r[5] != -1 for r in got)  # transactional commits are in it
+    assert got == want

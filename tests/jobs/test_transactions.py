@@ -169,3 +169,14 @@ def test_random_transactional_logs_agree_with_the_reference_replay(spark, seed):
     holders = {(k[0], k[1]) for k in want.committed} | {(k[0], k[1]) for k in want.pending}
     assert {(r.coordinator_partition, r.group_id) for r in tables["consumer_groups"].collect()} == holders
     assert len(want.pending) > 0 and len(want.committed) > 10  # the log exercised both
+    assert history(tables) == reference_history(want)
+
+
+def history(tables: dict) -> list:
+    """offset_commits as (coordinator partition, position, key, offset, previous, producer), in order."""
+    return sorted((r.coordinator_partition, r.record_offset, (r.group_id, r.topic, r.partition), r.committed_offset,
+                   r.previous_offset, r.producer_id) for r in tables["offset_commits"].collect())
+
+
+def reference_history(want) -> list:
+    return sorted(tuple(a) for a in want.history)

@@ -1,0 +1,127 @@
+"""History tables: how the state moved up to as_of, next to where it ended.
+
+`offset_commits` is every offset record the coordinator applied, in the order it applied them, with what
+each replaced. It grows with the log, so it is built natively from the log itself: plain commits and
+tombstones (nearly every record) are read by the native reader (jobs.native) straight from the source; the
+few records the reduction kept whole (transactional commits, values only the Python codec proves) come
+from the checked, reduced log. One window per offset key, in application order, then gives the previous
+offset and the time since it.
+
+Transactional commits are applied at their COMMIT marker (spec §7.2), and only when no record on their key
+newer than them came before the marker (the broker keeps the committed offset with the greater record
+offset; a tombstone in between removed the pending commit): in the window, a transactional commit applies
+when every earlier applied record on its key is older than it.
+
+`group_events` comes from the group fold (jobs.groups), which emits an event at every group-level change.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from jobs import native
+from jobs.records import NO_PRODUCER
+from jobs.reduce import after
+from jobs.transactions import resolve_transactions
+from jobs.types import ms_to_timestamp
+
+OFFSET_TYPES = list(native.OFFSET_TYPES)
+# What a history row holds before its movement is derived.
+APPLIED = ["coordinator_partition", "offset_key", "record_offset", "source_record_offset", "record_timestamp",
+           "producer_id", "group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
+           "commit_timestamp_ms"]
+
+
+def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: DataFrame | None = None) -> DataFrame:
+    """The offset_commits table: one row per applied offset record, in application order per key.
+
+    `valid`: the checked records the replay reads (valid, at or before as_of): the reduced log (jobs.reduce),
+    or a whole checked log; `log`: the whole log (jobs.records.log_records) the reduced log came from, whose
+    plain commits are read natively here; `transactions`: the records hold transactional records or markers.
+    """
+    if log is not None and "reduced" in valid.columns:
+        applied = _plain_records(log, as_of).unionByName(_kept_whole(valid.where(~F.col("reduced")), transactions))
+    else:
+        applied = _kept_whole(valid, transactions)
+    by_key = Window.partitionBy("coordinator_partition", "offset_key").orderBy("record_offset", "source_record_offset")
+    if transactions:
+        # Two commits of one key in one transaction share its marker's position: the later one replaced the
+        # earlier in the producer's pending map.
+        superseded = F.coalesce(F.lead("record_offset").over(by_key) == F.col("record_offset"), F.lit(False))
+        newest_before = F.max("source_record_offset").over(by_key.rowsBetween(Window.unboundedPreceding, -1))
+        applies = ~F.col("superseded") & F.coalesce(F.col("newest_before") < F.col("source_record_offset"), F.lit(True))
+        applied = applied.select("*", superseded.alias("superseded"), newest_before.alias("newest_before")).where(
+            applies).drop("superseded", "newest_before")
+    previous = F.lag("committed_offset").over(by_key)
+    previous_time = F.lag("record_timestamp").over(by_key)
+    rows = applied.select("*", previous.alias("previous_offset"), previous_time.alias("previous_timestamp"))
+    return rows.select(
+        "group_id", "topic", "partition",
+        F.when(F.col("committed_offset").isNull(), "delete").otherwise("commit").alias("kind"),
+        "committed_offset", "previous_offset",
+        (F.col("committed_offset") - F.col("previous_offset")).alias("offset_delta"),
+        ms_to_timestamp(F.col("commit_timestamp_ms")).alias("commit_timestamp"),
+        "record_timestamp",
+        F.when(F.col("previous_offset").isNotNull(),
+               F.unix_micros("record_timestamp") / 1e6 - F.unix_micros("previous_timestamp") / 1e6)
+        .alias("seconds_since_previous"),
+        F.coalesce(F.col("committed_offset") < F.col("previous_offset"), F.lit(False)).alias("is_rewind"),
+        "leader_epoch", "metadata", "producer_id", "coordinator_partition", "record_offset",
+        F.to_date("record_timestamp").alias("commit_date"),
+        "source_record_offset",
+    )
+
+
+def _plain_records(log: DataFrame, as_of: datetime) -> DataFrame:
+    """Plain (non-transactional) offset commits and tombstones the native reader proves, from the whole log."""
+    key, value = native.offset_key(), native.offset_value()
+    plain = (~F.col("is_control") & (F.col("producer_id") == NO_PRODUCER) & key.ok
+             & (F.col("value").isNull() | value.ok) & ~after(as_of))
+    commit = native.offset_commit_struct(key, value)
+    read = native.with_read(log, [key, value], {
+        "plain": plain, "group_id": key.fields["group"], "commit": F.when(F.col("value").isNotNull(), commit),
+        "key_topic": key.fields["topic"], "key_partition": key.fields["partition"].cast("int")})
+    return read.where("plain").select(
+        "coordinator_partition", offset_key().alias("offset_key"), "record_offset",
+        F.col("record_offset").alias("source_record_offset"), "record_timestamp", "producer_id", "group_id",
+        F.col("key_topic").alias("topic"), F.col("key_partition").alias("partition"),
+        "commit.committed_offset", "commit.leader_epoch", "commit.metadata", "commit.commit_timestamp_ms")
+
+
+def _kept_whole(whole: DataFrame, transactions: bool) -> DataFrame:
+    """Applied offset records among valid records kept whole: transactional commits (at their marker, when
+    committed), tombstones, and values only the Python codec proves (or every record of a whole log)."""
+    from jobs.replay import committed_offsets  # jobs.replay imports this module's neighbours: import late
+
+    offsets = whole.where(F.col("record_type").isin(OFFSET_TYPES))
+    if transactions:
+        markers = whole.where(F.col("transaction_marker").isNotNull())
+        offsets = resolve_transactions(offsets, markers, offset_key()).effective
+    else:
+        offsets = offsets.withColumn("applied_offset", F.col("record_offset"))
+    values = committed_offsets(offsets.where(F.col("value").isNotNull()), keep=["key", "applied_offset"])
+    key = native.offset_key()
+    tombstones = native.with_read(offsets.where(F.col("value").isNull()), [key], {
+        "topic": key.fields["topic"], "partition": key.fields["partition"].cast("int")})
+    for name, dtype in (("committed_offset", "bigint"), ("leader_epoch", "int"), ("metadata", "string"),
+                        ("commit_timestamp_ms", "bigint")):
+        tombstones = tombstones.withColumn(name, F.lit(None).cast(dtype))
+    return values.unionByName(tombstones, allowMissingColumns=True).select(
+        "coordinator_partition", offset_key().alias("offset_key"), F.col("applied_offset").alias("record_offset"),
+        F.col("record_offset").alias("source_record_offset"), *APPLIED[4:])
+
+
+def offset_key() -> Column:
+    """The offset key's bytes after its type: the same for type 0 and type 1 (jobs.replay)."""
+    return F.substring(F.col("key"), 3, 1 << 30)
+
+
+def group_events(events: DataFrame) -> DataFrame:
+    """The group_events table from the fold's events (jobs.groups, kind "event")."""
+    return events.select(
+        "group_id", "group_type", "event", ms_to_timestamp(F.col("event_timestamp_ms")).alias("event_timestamp"),
+        "generation", "previous_generation", "state", "protocol", "leader_id", "member_count", "members_joined",
+        "members_left", "seconds_since_previous", "coordinator_partition", "record_offset")
+
