@@ -82,8 +82,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     spark = checked.sparkSession
     if end_offsets is None:
         lag = spark.createDataFrame([], spark_schema("consumer_lag"))
-    else:
-        lag = consumer_lag(committed, end_offsets)
+    else:  # a file's snapshots up to as_of (one without timestamps is the snapshot of as_of)
+        lag = consumer_lag(committed, end_offsets, as_of)
     return {
         "committed_offsets": committed,
         "expired_offsets": expired,
