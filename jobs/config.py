@@ -142,10 +142,16 @@ class RebuildConfig:
     end_offsets: str | None = None
     topic_ids: Path | None = None
     kafka: KafkaOptions = KafkaOptions()
+    rate_window_minutes: int = 15  # consumer_lag's consume_rate and produce_rate average over this
+    status_window: int = 10  # group_status: commits judged per partition (Burrow's intervals)
 
     @property
     def retention_ms(self) -> int:
         return self.retention_minutes * 60_000
+
+    @property
+    def rate_window_ms(self) -> int:
+        return self.rate_window_minutes * 60_000
 
     @classmethod
     def build(
@@ -160,10 +166,19 @@ class RebuildConfig:
         kafka_isolation: str | None = None,
         kafka_timeout: float | None = None,
         kafka_reader: str | None = None,
+        rate_window_minutes: int | None = None,
+        status_window: int | None = None,
     ) -> "RebuildConfig":
-        retention = defaults()["rebuild"]["retention_minutes"] if retention_minutes is None else retention_minutes
+        conf = defaults()["rebuild"]
+        retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
         if retention <= 0:
             raise BadInput(f"--retention-minutes {retention}: must be a positive number of minutes")
+        rate_window = conf["rate_window_minutes"] if rate_window_minutes is None else rate_window_minutes
+        if rate_window <= 0:
+            raise BadInput(f"--rate-window-minutes {rate_window}: must be a positive number of minutes")
+        window = conf["status_window"] if status_window is None else status_window
+        if window < 2:  # Burrow's rules compare commits with each other: one commit shows no progress
+            raise BadInput(f"--status-window {window}: must be at least 2 commits")
         topic_ids_path = None
         if topic_ids is not None:
             topic_ids_path = Path(topic_ids)
@@ -177,6 +192,8 @@ class RebuildConfig:
             end_offsets=end_offsets,
             topic_ids=topic_ids_path,
             kafka=KafkaOptions.build(kafka_config, kafka_isolation, kafka_timeout, kafka_reader),
+            rate_window_minutes=rate_window,
+            status_window=window,
         )
         cfg.check_inputs()
         return cfg
