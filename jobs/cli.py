@@ -83,11 +83,17 @@ def rebuild_options(fn: Callable) -> Callable:
         click.option("--retention-minutes", type=click.IntRange(min=1), metavar="N",
                      help="offsets.retention.minutes (default from conf/offsetlake.toml: 10080)."),
         click.option("--end-offsets", metavar="PATH|kafka|kafka:HOST:PORT", help="Topic end offsets for "
-                     "consumer_lag: kafka-get-offsets.sh text (topic:partition:offset), CSV or Parquet; kafka "
-                     "fetches them now from the cluster of --source, kafka:HOST:PORT from another cluster."),
+                     "consumer_lag: kafka-get-offsets.sh text (topic:partition:offset), CSV or Parquet, each "
+                     "optionally with a timestamp (4th column: one file, many snapshots); kafka fetches them now "
+                     "from the cluster of --source, kafka:HOST:PORT from another cluster."),
         click.option("--topic-ids", metavar="PATH", help="topic_id,topic CSV (base64url ids)."),
         click.option("--no-history", "no_history", is_flag=True, help="Skip the history tables (offset_commits, "
                      "group_events), which grow with the log; the state tables stay exact."),
+        click.option("--rate-window-minutes", type=click.IntRange(min=1), metavar="N",
+                     help="consumer_lag's consume_rate and produce_rate are averages over the N minutes up to as_of "
+                     "(default from conf/offsetlake.toml: 15)."),
+        click.option("--status-window", type=click.IntRange(min=2), metavar="N",
+                     help="group_status judges each partition's last N commits, as Burrow's intervals (default 10)."),
     ]):
         fn = option(fn)
     return kafka_options(fn)

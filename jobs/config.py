@@ -143,10 +143,16 @@ class RebuildConfig:
     topic_ids: Path | None = None
     kafka: KafkaOptions = KafkaOptions()
     history: bool = True  # offset_commits and group_events (--no-history skips them)
+    rate_window_minutes: int = 15  # consumer_lag's consume_rate and produce_rate average over this
+    status_window: int = 10  # group_status: commits judged per partition (Burrow's intervals)
 
     @property
     def retention_ms(self) -> int:
         return self.retention_minutes * 60_000
+
+    @property
+    def rate_window_ms(self) -> int:
+        return self.rate_window_minutes * 60_000
 
     @classmethod
     def build(
@@ -162,10 +168,19 @@ class RebuildConfig:
         kafka_timeout: float | None = None,
         kafka_reader: str | None = None,
         no_history: bool = False,
+        rate_window_minutes: int | None = None,
+        status_window: int | None = None,
     ) -> "RebuildConfig":
-        retention = defaults()["rebuild"]["retention_minutes"] if retention_minutes is None else retention_minutes
+        conf = defaults()["rebuild"]
+        retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
         if retention <= 0:
             raise BadInput(f"--retention-minutes {retention}: must be a positive number of minutes")
+        rate_window = conf["rate_window_minutes"] if rate_window_minutes is None else rate_window_minutes
+        if rate_window <= 0:
+            raise BadInput(f"--rate-window-minutes {rate_window}: must be a positive number of minutes")
+        window = conf["status_window"] if status_window is None else status_window
+        if window < 2:  # Burrow's rules compare commits with each other: one commit shows no progress
+            raise BadInput(f"--status-window {window}: must be at least 2 commits")
         topic_ids_path = None
         if topic_ids is not None:
             topic_ids_path = Path(topic_ids)
@@ -180,6 +195,8 @@ class RebuildConfig:
             topic_ids=topic_ids_path,
             kafka=KafkaOptions.build(kafka_config, kafka_isolation, kafka_timeout, kafka_reader),
             history=not no_history,
+            rate_window_minutes=rate_window,
+            status_window=window,
         )
         cfg.check_inputs()
         return cfg

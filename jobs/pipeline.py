@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow.compute as pc
@@ -14,13 +15,15 @@ from pyspark.sql import functions as F
 
 from jobs.config import RebuildConfig
 from jobs.expiry import apply_expiry
+from jobs.end_offsets_history import end_offsets_history, merge_history
 from jobs.history import group_events, offset_commits
-from jobs.lag import consumer_lag
+from jobs.lag import RATE_WINDOW_MS, consumer_lag
 from jobs.metrics import SparkWork, peak_rss_mb
 from jobs.records import check, log_records
 from jobs.reduce import reduce_log, scattered_bad_keys
 from jobs.replay import replay
 from jobs.sink import TableSink
+from jobs.status import STATUS_WINDOW, group_status
 from jobs.sources import read_source
 from jobs.sources.end_offsets import is_live, live_cluster, live_end_offsets, read_end_offsets
 from jobs.sources.topic_ids import read_topic_ids
@@ -46,14 +49,16 @@ def check_records(raw: DataFrame) -> DataFrame:
 def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets: DataFrame | None,
             topic_ids: DataFrame | None = None, segment_errors: DataFrame | None = None,
             transactions: bool = True, pin: Callable[[str, DataFrame], DataFrame] | None = None,
-            modern: bool = True, history: bool = True, log: DataFrame | None = None) -> dict[str, DataFrame]:
+            modern: bool = True, history: bool = True, log: DataFrame | None = None,
+            rate_window_ms: int = RATE_WINDOW_MS, status_window: int = STATUS_WINDOW) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed).
 
     `transactions=False` says the records hold no transactional record or marker, `modern=False` no
     modern-group record (record_counts knows), so the replay can skip that work. `history=False` skips the
     history tables; `log`: the whole log when `checked` is the reduced log (jobs.history reads its plain
-    commits). `pin(name, df)` materialises the state several tables
-    read (default: persist it); `run` pins it to files in the sink's staging area."""
+    commits). `end_offsets`: end offsets as read (topic, partition, offset[, timestamp]) or the end-offset
+    history (jobs.end_offsets_history). `pin(name, df)` materialises the state several tables read (default:
+    persist it); `run` pins it to files in the sink's staging area."""
     pin = pin or _persist
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
@@ -77,13 +82,19 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         return rows.join(existing.select(*GROUP_KEY), GROUP_KEY, "left_semi").select("*", as_of_col)
 
     spark = checked.sparkSession
-    if end_offsets is None:
+    ends = None
+    if end_offsets is not None:  # snapshots up to as_of (one without a timestamp is the snapshot of as_of)
+        ends = end_offsets if "observed_at" in end_offsets.columns else end_offsets_history(end_offsets, as_of_col)
+    # The commit history grows with the log and lag and status read it: computed once (a table, pinned).
+    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log)) if history else None
+    if ends is None:
         lag = spark.createDataFrame([], spark_schema("consumer_lag"))
     else:
-        lag = consumer_lag(committed, end_offsets)
+        lag = consumer_lag(committed, ends, as_of, commits, rate_window_ms)
     history_tables = {
-        "offset_commits": offset_commits(valid, as_of, transactions, log),
+        "offset_commits": commits,
         "group_events": group_events(state.events),
+        "group_status": group_status(commits, ends, as_of, status_window) if commits is not None else None,
     } if history else {}
     return {
         **history_tables,
@@ -199,20 +210,31 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
                  as_of.isoformat(), cfg.retention_minutes)
         segment_errors = sink.pin("segment_errors", source.segment_errors) if source.segment_errors is not None else None
         transactions, modern = counts["transactional_records"] > 0, counts["modern_group_records"] > 0
-        tables = rebuild(reduced, as_of, cfg.retention_ms, end_offsets, topic_id_frame, segment_errors,
-                         transactions=transactions, pin=sink.pin, modern=modern, history=cfg.history, log=records)
+        # The end-offset history is kept across runs: earlier runs' snapshots plus this one's.
+        previous_ends = _previous_end_offsets(spark, cfg.output)
+        new_ends = None if end_offsets is None else end_offsets_history(end_offsets, F.lit(as_of))
+        ends = previous_ends if new_ends is None else merge_history(previous_ends, new_ends)
+        tables = rebuild(reduced, as_of, cfg.retention_ms, ends, topic_id_frame, segment_errors,
+                         transactions=transactions, pin=sink.pin, modern=modern, history=cfg.history, log=records,
+                         rate_window_ms=cfg.rate_window_ms, status_window=cfg.status_window)
+        if new_ends is not None:
+            tables["end_offsets_history"] = ends
         if counts["scattered_bad_keys"]:  # a corrupt key whose values looked right: all its records, whole
             whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))
             tables["quarantine"] = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
-        if live_ends is not None:
+        if live_ends is not None:  # fetched now, for the offsets just rebuilt
             committed = tables["committed_offsets"]
-            tables["consumer_lag"] = consumer_lag(committed, live_end_offsets(spark, committed, live_ends))
+            fetched = sink.pin("live_end_offsets", live_end_offsets(spark, committed, live_ends))
+            tables["consumer_lag"] = consumer_lag(committed, fetched)
+            tables["end_offsets_history"] = merge_history(previous_ends, end_offsets_history(fetched, F.lit(as_of)))
         # What the counts prove empty is written without a Spark job.
-        empty = {"consumer_lag": end_offsets is None and live_ends is None, "segment_errors": segment_errors is None,
+        empty = {"consumer_lag": ends is None and live_ends is None, "segment_errors": segment_errors is None,
                  "quarantine": counts["records_quarantined"] == 0, "pending_transactions": not transactions,
                  "group_target_assignments": not modern, "streams_topologies": not modern}
         for name in TABLES:
-            if name in tables:  # the history tables unless --no-history
+            # Not every run writes every table: the history ones with --no-history, end_offsets_history without
+            # end offsets (the earlier runs' snapshots stay).
+            if tables.get(name) is not None:
                 sink.stage(name, None if empty.get(name) else tables[name])
         source.release()
         orphans = _orphan_groups(sink)
@@ -235,7 +257,8 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         "consumer_lag": sink.rows["consumer_lag"],
         "pending_transactions": sink.rows["pending_transactions"],
         "segment_errors": sink.rows["segment_errors"],
-        **{t: sink.rows[t] for t in ("offset_commits", "group_events") if t in sink.rows},
+        **{t: sink.rows[t] for t in ("offset_commits", "group_events", "group_status", "end_offsets_history")
+           if t in sink.rows},
         "segment_damage": damage,
         "as_of": as_of.isoformat().replace("+00:00", "Z"),
         "orphan_groups": orphans,
@@ -260,6 +283,19 @@ def _orphan_groups(sink: TableSink) -> list[str]:
     staged = pads.dataset(sink.staging / "consumer_groups", format="parquet")
     ids = staged.to_table(columns=["group_id"], filter=pc.field("is_orphan")).column("group_id").to_pylist()
     return sorted(ids)
+
+
+def _previous_end_offsets(spark: SparkSession, output: Path) -> DataFrame | None:
+    """end_offsets_history as the newest complete run left it (read with delta-rs: small), or None."""
+    from deltalake import DeltaTable
+
+    from jobs.runs import snapshot
+
+    version = snapshot(output, ["end_offsets_history"]).versions.get("end_offsets_history")
+    if version is None:
+        return None
+    rows = DeltaTable(str(output / "end_offsets_history"), version=version).to_pyarrow_table()
+    return spark.createDataFrame(rows) if rows.num_rows else None
 
 
 def _replay_violations(sink: TableSink, most: int = 1000) -> list[dict[str, Any]]:

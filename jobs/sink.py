@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.runs import commit_metadata, committed_version, new_run_id, record_run, spark_user_metadata
 from jobs.session import has_jvm_class
-from jobs.tables import arrow_schema, conform, partition_columns
+from jobs.tables import TABLES, arrow_schema, conform, partition_columns
 
 log = logging.getLogger("offsetlake")
 DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
@@ -54,6 +54,8 @@ class TableSink:
         """Compute `df` now, with the table's contract schema, into the staging area; None: the table is
         known to be empty (written without Spark: a job costs more than nothing)."""
         path = self.staging / table
+        if table in self.rows:  # pinned as a table already (pin)
+            return
         if df is None:
             path.mkdir(parents=True, exist_ok=True)
             pq.write_table(arrow_schema(table).empty_table(), path / "part-00000.parquet")
@@ -68,6 +70,10 @@ class TableSink:
         and their plans start from these files instead of the whole replay (Spark plans them in a fraction
         of the time). Unlike a local checkpoint, the files survive a lost executor; they go with the staging
         area and are never committed."""
+        if name in TABLES:  # a table that other tables read: staged once, and read back from there
+            self.stage(name, df)
+            staged = conform(df, name)
+            return self.spark.read.schema(staged.schema).parquet(str(self.staging / name))
         path = self.pinned(name)
         self.spark.sparkContext.setJobDescription(f"offsetlake: state {name}")
         df.write.parquet(str(path))

@@ -27,6 +27,9 @@ TABLES = (
     # History (--no-history skips them): they grow with the log.
     "offset_commits",
     "group_events",
+    "group_status",
+    # Kept across runs: earlier runs' snapshots plus this run's (written when the run has end offsets).
+    "end_offsets_history",
 )
 
 

@@ -1,15 +1,20 @@
 """Topic end offsets for lag: kafka-get-offsets.sh text (`topic:partition:offset`), CSV or Parquet,
 or fetched from a live cluster (`kafka`, `kafka:HOST:PORT`) for the topic-partitions with a committed offset.
 
-A file is small (one row per topic-partition): it is parsed and checked in Python (`load_end_offsets`),
-before Spark starts, and handed to Spark as it is.
+A file may carry a 4th column, `timestamp`: when that snapshot was taken (ISO-8601 or epoch milliseconds in
+text and CSV, `topic:partition:offset:timestamp`; a timestamp or int64 epoch-ms column in Parquet), so one
+file can hold many snapshots of the same partitions. Without it (or where a CSV cell is empty) the timestamp
+is null: the snapshot is taken to be at as_of, which jobs.end_offsets_history fills in once as_of is known.
+
+A file is small (one row per topic-partition and snapshot): it is parsed and checked in Python
+(`load_end_offsets`), before Spark starts, and handed to Spark as it is.
 """
 from __future__ import annotations
 
 import csv
 import logging
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -24,14 +29,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("offsetlake")
 COLUMNS = ("topic", "partition", "offset")
-# Topic names are [a-zA-Z0-9._-]+, so the last two colons split a kafka-get-offsets.sh line.
-TEXT_LINE = re.compile(r"^\s*(.+):(-?\d+):(-?\d+)\s*$")
+TIMESTAMP = "timestamp"  # optional: when the snapshot was taken; null means at as_of
+# Topic names are [a-zA-Z0-9._-]+ (never a colon), so the first colon ends the topic of a kafka-get-offsets.sh
+# line; whatever follows the third colon is the optional timestamp (an ISO-8601 time has colons of its own).
+TEXT_LINE = re.compile(r"^\s*([^:]+):(-?\d+):(-?\d+)(?::(.*?))?\s*$")
 _WHOLE = re.compile(r"\s*-?\d+\s*")
 _INT32, _INT64 = 1 << 31, 1 << 63
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def read_end_offsets(spark: SparkSession, location: str) -> DataFrame:
-    """topic string, partition int, offset bigint; malformed input is a BadInput naming the problem."""
+    """topic string, partition int, offset bigint, timestamp timestamp (null: at as_of); malformed input is a
+    BadInput naming the problem."""
     return spark.createDataFrame(load_end_offsets(location))
 
 
@@ -44,7 +53,8 @@ def check_end_offsets(location: str, source: SourceSpec, options: KafkaOptions) 
 
 
 def load_end_offsets(location: str) -> pa.Table:
-    """The file's rows as topic string, partition int32, offset int64, every row checked."""
+    """The file's rows as topic string, partition int32, offset int64, timestamp (UTC microseconds, null when
+    the file has none), every row checked; a topic-partition given twice for the same moment is refused."""
     import pyarrow as pa
 
     if is_live(location):  # the caller fetches these with live_end_offsets, once offsets are known
@@ -59,12 +69,23 @@ def load_end_offsets(location: str) -> pa.Table:
             rows = _csv_rows(path, location)
         else:
             rows = _text_rows(path, location)
-        checked = [_checked(row, where, location) for where, row in rows]
+        checked = _unique([(where, _checked(row, where, location)) for where, row in rows], location)
     except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as e:
         raise BadInput(f"--end-offsets {location}: cannot read ({str(e).strip().splitlines()[0][:200]})") from None
-    topics, partitions, offsets = (list(c) for c in zip(*checked)) if checked else ([], [], [])
+    topics, partitions, offsets, times = (list(c) for c in zip(*checked)) if checked else ([], [], [], [])
     return pa.table({"topic": pa.array(topics, pa.string()), "partition": pa.array(partitions, pa.int32()),
-                     "offset": pa.array(offsets, pa.int64())})
+                     "offset": pa.array(offsets, pa.int64()), TIMESTAMP: pa.array(times, pa.timestamp("us", tz="UTC"))})
+
+
+def _unique(checked: list[tuple[str, tuple]], location: str) -> list[tuple]:
+    """The rows, refusing a second end offset for one topic-partition at one moment: which one holds is unknowable."""
+    first: dict[tuple, str] = {}
+    for where, (topic, partition, _, at) in checked:
+        seen = first.setdefault((topic, partition, at), where)
+        if seen != where:
+            moment = at.isoformat() if at is not None else "as_of (no timestamp)"
+            raise BadInput(f"--end-offsets {location}: {where} repeats {topic}:{partition} at {moment}, given on {seen}")
+    return [row for _, row in checked]
 
 
 def _text_rows(path: Path, location: str) -> Iterable[tuple[str, dict[str, Any]]]:
@@ -73,8 +94,9 @@ def _text_rows(path: Path, location: str) -> Iterable[tuple[str, dict[str, Any]]
             continue
         match = TEXT_LINE.match(line)
         if not match:
-            raise BadInput(f"--end-offsets {location}: expected topic:partition:offset per line, got {line!r}")
-        yield f"line {n}", dict(zip(COLUMNS, match.groups()))
+            raise BadInput(f"--end-offsets {location}: expected topic:partition:offset per line "
+                           f"(or topic:partition:offset:timestamp), got {line!r}")
+        yield f"line {n}", dict(zip((*COLUMNS, TIMESTAMP), match.groups()))
 
 
 def _csv_rows(path: Path, location: str) -> Iterable[tuple[str, dict[str, Any]]]:
@@ -86,11 +108,23 @@ def _csv_rows(path: Path, location: str) -> Iterable[tuple[str, dict[str, Any]]]
 
 
 def _parquet_rows(location: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pq.read_table(location)
     _with_columns(table.column_names, location)
-    for n, row in enumerate(table.select(list(COLUMNS)).to_pylist(), start=1):
+    columns = list(COLUMNS)
+    if TIMESTAMP in table.column_names:
+        times = table.column(TIMESTAMP)
+        if pa.types.is_timestamp(times.type):  # any unit; a zone-less time is UTC, as Spark writes it
+            at_utc = pa.timestamp("us", tz="UTC")
+            times = times.cast(pa.timestamp(times.type.unit, tz=times.type.tz or "UTC")).cast(at_utc, safe=False)
+            table = table.set_column(table.column_names.index(TIMESTAMP), TIMESTAMP, times)
+        elif not pa.types.is_integer(times.type):
+            raise BadInput(f"--end-offsets {location}: column timestamp has type {times.type}, expected a timestamp "
+                           f"or int64 epoch milliseconds")
+        columns.append(TIMESTAMP)
+    for n, row in enumerate(table.select(columns).to_pylist(), start=1):
         yield f"row {n}", row
 
 
@@ -100,14 +134,39 @@ def _with_columns(found: list[str], location: str) -> None:
         raise BadInput(f"--end-offsets {location}: missing column(s) {', '.join(missing)}; expected topic, partition, offset")
 
 
-def _checked(row: dict[str, Any], where: str, location: str) -> tuple[str, int, int]:
-    """(topic, partition, offset) of one row: a topic name and two whole numbers in their ranges."""
+def _checked(row: dict[str, Any], where: str, location: str) -> tuple[str, int, int, datetime | None]:
+    """(topic, partition, offset, timestamp) of one row: a topic name, two whole numbers in their ranges and a
+    moment or nothing."""
     topic, partition, offset = (row.get(c) for c in COLUMNS)
     partition, offset = _whole(partition, _INT32), _whole(offset, _INT64)
     if topic is None or str(topic).strip() == "" or partition is None or offset is None:
         shown = {c: row.get(c) for c in COLUMNS}
         raise BadInput(f"--end-offsets {location}: {where} has no valid topic, partition and offset: {shown}")
-    return str(topic).strip(), partition, offset
+    raw_time = row.get(TIMESTAMP)
+    try:
+        at = _moment(raw_time)
+    except ValueError:
+        raise BadInput(f"--end-offsets {location}: {where} has no valid timestamp {raw_time!r} "
+                       f"(expected ISO-8601 such as 2026-11-21T08:00:00Z, or epoch milliseconds)") from None
+    return str(topic).strip(), partition, offset, at
+
+
+def _moment(value: Any) -> datetime | None:
+    """A timestamp cell as an aware UTC datetime, None when empty (the snapshot is at as_of); ValueError if invalid."""
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        return None
+    if isinstance(value, datetime):  # from Parquet, already UTC
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    millis = _whole(value, _INT64)
+    if millis is not None:
+        try:
+            return _EPOCH + timedelta(milliseconds=millis)  # exact, unlike float seconds
+        except OverflowError:
+            raise ValueError(value) from None
+    if not isinstance(value, str):
+        raise ValueError(value)
+    parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
 
 
 def _whole(value: Any, bound: int) -> int | None:

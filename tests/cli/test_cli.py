@@ -121,10 +121,30 @@ def test_a_failed_run_leaves_the_previous_tables_as_they_were(rebuilt, tmp_path)
     (["--source", "parquet:.", "--as-of", "yesterday"], ["--as-of 'yesterday'", "ISO-8601"]),
     (["--source", "parquet:.", "--retention-minutes", "0"], ["--retention-minutes"]),
     (["--source", "parquet:.", "--topic-ids", "/nope.csv"], ["--topic-ids /nope.csv: no such file"]),
+    (["--source", "parquet:.", "--rate-window-minutes", "0"], ["--rate-window-minutes", "0 is not in the range"]),
+    (["--source", "parquet:.", "--status-window", "1"], ["--status-window", "1 is not in the range x>=2"]),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args, fragments, tmp_path):
     one_line_error(invoke("rebuild", "--output", str(tmp_path / "out"), *args), *fragments)
     assert not (tmp_path / "out").exists()
+
+
+def test_rate_and_status_windows_default_from_conf_and_are_checked_before_spark(tmp_path):
+    from jobs.config import RebuildConfig
+    from jobs.errors import BadInput
+
+    dump = tmp_path / "dump.parquet"
+    pq.write_table(pa.table({"key": [b"k"], "value": [b"v"], "partition": pa.array([0], pa.int32()),
+                             "offset": pa.array([0], pa.int64()), "timestamp": pa.array([0], pa.int64())}), dump)
+    source, out = f"parquet:{dump}", str(tmp_path / "out")
+    cfg = RebuildConfig.build(source, out)
+    assert (cfg.rate_window_minutes, cfg.rate_window_ms, cfg.status_window) == (15, 15 * 60_000, 10)
+    cfg = RebuildConfig.build(source, out, rate_window_minutes=5, status_window=3)
+    assert (cfg.rate_window_ms, cfg.status_window) == (5 * 60_000, 3)
+    with pytest.raises(BadInput, match=r"^--rate-window-minutes -1: must be a positive number of minutes$"):
+        RebuildConfig.build(source, out, rate_window_minutes=-1)
+    with pytest.raises(BadInput, match=r"^--status-window 1: must be at least 2 commits$"):
+        RebuildConfig.build(source, out, status_window=1)
 
 
 def test_bad_end_offsets_name_the_line(spark, dump, tmp_path):

@@ -291,11 +291,13 @@ def test_lag_is_end_offset_minus_committed_and_may_be_negative(spark):
     log.commit("g", "v", 0, 1, T0)  # no end offset known: no lag row
     ends = spark.createDataFrame([("t", 0, 100), ("t", 1, 110), ("u", 0, 5)], "topic string, partition int, offset bigint")
     got = rebuild_log(spark, log, as_of_ms=T0, end_offsets=ends)["consumer_lag"]
-    # File-based end offsets: no fetch time and no log start offset, so those extra columns are null.
-    want = spark.createDataFrame([("g", "t", 0, 90, 100, 10, utc(T0), None, None, None),
-                                  ("g", "t", 1, 120, 110, -10, utc(T0), None, None, None)],
+    # File-based end offsets: no fetch time and no log start offset, so those extra columns are null. One
+    # snapshot and no commits: no lag in time unless caught up, no rates.
+    want = spark.createDataFrame([("g", "t", 0, 90, 100, 10, utc(T0), None, None, None, None, None, None, None),
+                                  ("g", "t", 1, 120, 110, -10, utc(T0), 0.0, None, None, None, None, None, None)],
                                  "group_id string, topic string, partition int, committed_offset bigint, "
-                                 "log_end_offset bigint, lag bigint, as_of timestamp, "
+                                 "log_end_offset bigint, lag bigint, as_of timestamp, lag_seconds double, "
+                                 "consume_rate double, produce_rate double, catch_up_seconds double, "
                                  "end_offsets_fetched_at timestamp, log_start_offset bigint, below_log_start boolean")
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 

@@ -1,6 +1,7 @@
 """Inputs: the raw-record frame (contract §Input) and topic end offsets."""
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import pyarrow as pa
@@ -42,7 +43,58 @@ def test_end_offsets_in_every_format(spark, tmp_path, name, write):
     path = tmp_path / name
     write(path)
     got = sorted(tuple(r) for r in read_end_offsets(spark, str(path)).collect())
-    assert got == [("my.topic-x", 11, 5), ("orders", 0, 100)]
+    assert got == [("my.topic-x", 11, 5, None), ("orders", 0, 100, None)]  # no timestamp: at as_of
+
+
+SNAPSHOT_1, SNAPSHOT_2 = datetime(2026, 11, 21, 8, 0), datetime(2026, 11, 21, 8, 5, 0, 250000)  # naive UTC, as Spark
+
+
+@pytest.mark.parametrize("name, write", [
+    ("ends.txt", lambda p: p.write_text("orders:0:100:2026-11-21T08:00:00Z\norders:0:180:1795248300250\n"
+                                        "orders:1:7\n")),
+    ("ends.csv", lambda p: p.write_text("topic,partition,offset,timestamp\norders,0,100,2026-11-21T09:00:00+01:00\n"
+                                        "orders,0,180,1795248300250\norders,1,7,\n")),
+    ("ends.parquet", lambda p: pq.write_table(pa.table({
+        "topic": ["orders"] * 3, "partition": [0, 0, 1], "offset": [100, 180, 7],
+        "timestamp": pa.array([SNAPSHOT_1, SNAPSHOT_2, None], pa.timestamp("ns"))}), p)),
+    ("ms.parquet", lambda p: pq.write_table(pa.table({
+        "topic": ["orders"] * 3, "partition": [0, 0, 1], "offset": [100, 180, 7],
+        "timestamp": pa.array([1795248000000, 1795248300250, None], pa.int64())}), p)),
+])
+def test_end_offsets_with_a_timestamp_hold_many_snapshots(spark, tmp_path, name, write):
+    path = tmp_path / name
+    write(path)
+    got = sorted(read_end_offsets(spark, str(path)).collect(), key=lambda r: (r.partition, r.offset))
+    assert [tuple(r) for r in got] == [("orders", 0, 100, SNAPSHOT_1), ("orders", 0, 180, SNAPSHOT_2),
+                                       ("orders", 1, 7, None)]
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("e.txt", "t:0:5:yesterday\n", "line 1 has no valid timestamp 'yesterday' (expected ISO-8601"),
+    ("e.txt", "t:0:5:2026-11-21T08:00:00Z:9\n", "line 1 has no valid timestamp '2026-11-21T08:00:00Z:9'"),
+    ("e.txt", "t:0:5:99999999999999999999\n", "line 1 has no valid timestamp '99999999999999999999'"),
+    ("e.txt", "a:b:0:5\n", "expected topic:partition:offset per line (or topic:partition:offset:timestamp)"),
+    ("e.csv", "topic,partition,offset,timestamp\nt,0,5,2026-13-01\n", "line 2 has no valid timestamp '2026-13-01'"),
+    ("e.txt", "t:0:5:1763712000000\nt:0:6:2025-11-21T08:00:00Z\n",
+     "line 2 repeats t:0 at 2025-11-21T08:00:00+00:00, given on line 1"),
+    ("e.txt", "t:0:5\nu:0:1\nt:0:6\n", "line 3 repeats t:0 at as_of (no timestamp), given on line 1"),
+])
+def test_end_offset_timestamps_are_checked_before_spark(tmp_path, name, content, message):
+    from jobs.sources.end_offsets import load_end_offsets
+
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(BadInput, match=re.escape(f"--end-offsets {path}: {message}")):
+        load_end_offsets(str(path))
+
+
+def test_a_parquet_timestamp_must_be_a_time_or_epoch_millis(tmp_path):
+    from jobs.sources.end_offsets import load_end_offsets
+
+    path = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"topic": ["t"], "partition": [0], "offset": [5], "timestamp": ["2026-11-21"]}), path)
+    with pytest.raises(BadInput, match="column timestamp has type string, expected a timestamp or int64 epoch"):
+        load_end_offsets(str(path))
 
 
 def test_end_offsets_errors(spark, tmp_path):
