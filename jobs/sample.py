@@ -13,7 +13,11 @@ Ten days of a cluster, simulated tick by tick and streamed to Parquet (so 10M re
   open at the end of the dump, so it shows in pending_transactions;
 * one group whose type-2 tombstone left its offsets behind (an orphan);
 * a broker upgrade to 4.1 halfway through (offset commits become value v4 with a topicId tag);
-* two damaged records (an unknown value version, a truncated value) that must land in quarantine.
+* two damaged records (an unknown value version, a truncated value) that must land in quarantine;
+* what Burrow's rules catch (group_status): a consumer that stalls (`stall-app`), one that stops committing
+  (`stop-app`), one whose offsets are reset back (`rewind-app`), and one that rebalances at every tick
+  (`flapping-app`), on a topic whose log end grows steadily;
+* end offsets as `kafka-get-offsets.sh` output of the last few ticks, each line with its timestamp.
 """
 from __future__ import annotations
 
@@ -64,6 +68,7 @@ class Group:
     members: list[str] = field(default_factory=list)
     committed: dict[tuple[str, int], int] = field(default_factory=dict)
     stopped: bool = False
+    rewound: bool = False
 
 
 class SampleWriter:
@@ -123,8 +128,10 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
     partitions = defaults()["rebuild"]["offsets_topic_partitions"]
     names = ("orders", "payments", "clicks", "audit", "inventory", "events")
     topics = {f"{names[i % len(names)]}-{i}": rng.randint(1, 12) for i in range(max(4, records // 20_000))}
-    topic_ids = {t: _topic_id(rng) for t in topics}
     groups = _plan_groups(rng, records, list(topics))
+    topics[LAGGING_TOPIC] = LAGGING_PARTITIONS
+    groups += _trouble_groups(list(topics))
+    topic_ids = {t: _topic_id(rng) for t in topics}
     # Commits per tick if every group were always active, weighted by the share of the span it is active.
     per_tick = sum(sum(topics[t] for t in g.topics) * (min(g.stop_tick, 1000) - g.start_tick) / 1000
                    for g in groups if g.kind != "connect")
@@ -133,17 +140,20 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
 
     writer = SampleWriter(output, partitions)
     keys: dict[tuple[str, str, int], bytes] = {}
+    snapshots: list[tuple[int, dict[tuple[str, int], int]]] = []
     for tick in range(ticks + 1):
         now = START_MS + tick * tick_ms
         for g in groups:
             _step(rng, g, now, topics, topic_ids, writer, keys)
+        if tick > ticks - END_OFFSET_SNAPSHOTS:  # kafka-get-offsets.sh run after each of the last ticks
+            snapshots.append((now, _log_ends(rng, groups, topics, now, snapshots[-1][1] if snapshots else {})))
     end = START_MS + ticks * tick_ms
     _damage(writer, groups[0].group_id, end)
     _open_transaction(rng, groups, end, topics, topic_ids, writer, keys)
     writer.close()
 
     if end_offsets is not None:
-        _write_end_offsets(rng, end_offsets, groups, topics)
+        _write_end_offsets(end_offsets, snapshots)
     if log_dir is not None:
         write_log_dir(output, log_dir)
     stable = next(g.group_id for g in groups if g.kind == "consumer" and not g.stopped)
@@ -175,6 +185,39 @@ def _plan_groups(rng: random.Random, records: int, topics: list[str]) -> list[Gr
     return groups
 
 
+# A topic whose log end grows steadily, read by the groups that show Burrow's verdicts (group_status).
+LAGGING_TOPIC, LAGGING_PARTITIONS = "lagging-0", 2
+LAGGING_PER_MINUTE = 10
+END_OFFSET_SNAPSHOTS = 6
+TROUBLE = ("stall", "stop", "rewind", "flapping")
+
+
+def _trouble_groups(topics: list[str]) -> list[Group]:
+    """A consumer that stalls (commits the same offset while the log grows), one that stops committing, one
+    that rewinds (an offset reset to an earlier position), and one that rebalances at every tick."""
+    return [Group(group_id=f"{kind}-app", kind=kind, topics=[LAGGING_TOPIC] if kind != "flapping" else topics[:1],
+                  start_tick=0, stop_tick=1001) for kind in TROUBLE]
+
+
+def _lagging_end(now: int) -> int:
+    return LAGGING_PER_MINUTE * (now - START_MS) // 60_000
+
+
+def _trouble_commit(g: Group, position: int, now: int, previous: int | None) -> int | None:
+    """The offset a trouble group commits now on the lagging topic (None: no commit)."""
+    behind = _lagging_end(now) - 50
+    if g.kind == "stall":
+        return behind if position < 800 or previous is None else previous
+    if g.kind == "stop":
+        return behind if position < 800 else None
+    if g.kind == "rewind" and position >= 960:  # reset back by a day's worth, then creep on from there
+        if not g.rewound:
+            g.rewound = True
+            return max(0, (previous or 0) - LAGGING_PER_MINUTE * 24 * 60)
+        return (previous or 0) + 10
+    return behind
+
+
 def _position(now: int) -> int:
     """The plan's 0..1000 scale mapped onto the real time span."""
     return (now - START_MS) * 1000 // SPAN_MS
@@ -188,7 +231,8 @@ def _step(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_
         _stop(g, now, w, keys)
     if g.stopped or position < g.start_tick:
         return
-    if g.kind in ("consumer", "deleted", "orphan", "connect", "eos") and (not g.members or rng.random() < 0.01):
+    if g.kind in ("consumer", "deleted", "orphan", "connect", "eos", *TROUBLE) and (
+            not g.members or rng.random() < 0.01 or g.kind == "flapping"):
         _rebalance(rng, g, now, topics, w)
     elif g.kind in MODERN and (not g.members or rng.random() < 0.01):
         _modern_rebalance(rng, g, now, topics, topic_ids, w)
@@ -198,6 +242,13 @@ def _step(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_
         result = "ABORT" if rng.random() < ABORT_RATE else "COMMIT"
         _commit_all(rng, g, now, topics, topic_ids, w, keys, producer_id=_producer_id(g), applies=result == "COMMIT")
         w.marker(g.group_id, _producer_id(g), result, now)
+        return
+    if g.kind in TROUBLE and g.kind != "flapping":
+        for p in range(topics[LAGGING_TOPIC]):
+            offset = _trouble_commit(g, position, now, g.committed.get((LAGGING_TOPIC, p)))
+            if offset is not None:
+                g.committed[(LAGGING_TOPIC, p)] = offset
+                _commit(g, LAGGING_TOPIC, p, offset, now, topic_ids, w, keys)
         return
     _commit_all(rng, g, now, topics, topic_ids, w, keys)
 
@@ -391,18 +442,34 @@ def _topic_id(rng: random.Random) -> str:
     return base64.urlsafe_b64encode(rng.randbytes(16)).decode().rstrip("=")
 
 
-def _write_end_offsets(rng: random.Random, path: Path, groups: list[Group], topics: dict[str, int]) -> None:
-    """kafka-get-offsets.sh text: each partition's end is past the furthest commit (one in a while behind)."""
+def _log_ends(rng: random.Random, groups: list[Group], topics: dict[str, int], now: int,
+              before: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """Each partition's log end at `now`: past the furthest commit (one in a while behind it: a negative
+    lag), never below the previous snapshot's; the lagging topic grows steadily."""
     furthest: dict[tuple[str, int], int] = {}
     for g in groups:
         for tp, offset in g.committed.items():
             furthest[tp] = max(furthest.get(tp, 0), offset)
-    lines = []
+    ends = {}
     for topic in sorted(topics):
         for p in range(topics[topic]):
+            if topic == LAGGING_TOPIC:
+                ends[(topic, p)] = _lagging_end(now)
+                continue
             end = furthest.get((topic, p), 0)
-            end = end - rng.randint(1, 5) if rng.random() < 0.02 else end + rng.randint(0, 5000)
-            lines.append(f"{topic}:{p}:{max(end, 0)}")
+            if rng.random() < 0.02:  # the consumer's commit is ahead of the end it was given: lag < 0
+                ends[(topic, p)] = max(0, end - rng.randint(1, 5))
+            else:
+                ends[(topic, p)] = max(end + rng.randint(0, 5000), before.get((topic, p), 0))
+    return ends
+
+
+def _write_end_offsets(path: Path, snapshots: list[tuple[int, dict[tuple[str, int], int]]]) -> None:
+    """kafka-get-offsets.sh text, one snapshot per run of it: topic:partition:offset:timestamp."""
+    lines = []
+    for now, ends in snapshots:
+        stamp = datetime.fromtimestamp(now / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines += [f"{topic}:{p}:{end}:{stamp}" for (topic, p), end in sorted(ends.items())]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
 
