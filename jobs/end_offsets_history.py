@@ -17,6 +17,8 @@ KEY = [*TOPIC_PARTITION, "observed_at"]  # the table is unique on it
 # Contract columns, then fetched_at (extra): when a cluster was asked; null for a file's snapshot.
 COLUMNS = ("topic", "partition", "log_end_offset", "log_start_offset", "observed_at", "fetched_at")
 _TYPES = {"log_start_offset": "bigint", "fetched_at": "timestamp"}
+# snapshot_series' column type: what the rules read where there is no history at all (every value null).
+SNAPSHOTS_TYPE = "array<struct<observed_at:timestamp,log_end_offset:bigint,log_start_offset:bigint,fetched_at:timestamp>>"
 
 
 def end_offsets_history(ends: DataFrame, as_of_col: Column) -> DataFrame:

@@ -173,6 +173,8 @@ def _plan_groups(rng: random.Random, records: int, topics: list[str]) -> list[Gr
     for i in range(n):
         kind = kinds[i % len(kinds)] if i >= 1 else "orphan"
         stop = rng.choice([ticks + 1] * 6 + [rng.randint(50, 250), rng.randint(700, 990)])  # some stop early
+        if kind == "eos" and i < len(kinds):
+            stop = ticks + 1  # the first exactly-once application runs to the end: its last transaction is open
         g = Group(
             group_id=f"{kind}-app-{i:05d}" if kind != "connect" else f"connect-cluster-{i:05d}",
             kind=kind,

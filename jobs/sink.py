@@ -88,7 +88,8 @@ class TableSink:
         written, versions = {}, {}
         run_id = new_run_id()
         try:
-            for table in self.rows:
+            # In the contract's order, whatever order they were staged in (a table read by others is staged first).
+            for table in sorted(self.rows, key=lambda t: TABLES.index(t) if t in TABLES else len(TABLES)):
                 target = self.output / table
                 if self.engine == "spark":
                     self._commit_spark(table, target, run_id)

@@ -16,7 +16,8 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from jobs.end_offsets_history import TOPIC_PARTITION, end_offsets_history, log_end_at, micros, newest, snapshot_series
+from jobs.end_offsets_history import (SNAPSHOTS_TYPE, TOPIC_PARTITION, end_offsets_history, log_end_at, micros, newest,
+                                      snapshot_series)
 
 GROUP_PARTITION = ["group_id", *TOPIC_PARTITION]
 STATUS_WINDOW = 10  # Burrow's storage `intervals` default: commits kept per partition
@@ -43,7 +44,7 @@ def group_status(commits: DataFrame, history: DataFrame | None, as_of: datetime,
     if history is not None and "observed_at" not in history.columns:
         history = end_offsets_history(history, at)
     if history is None:
-        series = windows.withColumn("snapshots", F.lit(None))
+        series = windows.withColumn("snapshots", F.lit(None).cast(SNAPSHOTS_TYPE))
     else:
         series = windows.join(snapshot_series(history, as_of), TOPIC_PARTITION, "left")
     # In steps: each step's arrays are computed once, not once per rule that reads them.
