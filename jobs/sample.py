@@ -173,8 +173,10 @@ def _plan_groups(rng: random.Random, records: int, topics: list[str]) -> list[Gr
     for i in range(n):
         kind = kinds[i % len(kinds)] if i >= 1 else "orphan"
         stop = rng.choice([ticks + 1] * 6 + [rng.randint(50, 250), rng.randint(700, 990)])  # some stop early
-        if kind == "eos" and i < len(kinds):
-            stop = ticks + 1  # the first exactly-once application runs to the end: its last transaction is open
+        if kind in ("eos", "share") and i < len(kinds):
+            # The first exactly-once application runs to the end (its last transaction is open), and so does
+            # the first share group (a Stable one), whatever the seed.
+            stop = ticks + 1
         g = Group(
             group_id=f"{kind}-app-{i:05d}" if kind != "connect" else f"connect-cluster-{i:05d}",
             kind=kind,
