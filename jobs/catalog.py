@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -99,34 +100,40 @@ def catalog_tables() -> tuple[str, ...]:
     return (*known_tables(), *snapshot_tables(), RUNS_TABLE)
 
 
-def check_catalog(spark: Any, output: Path, database: str) -> None:
-    """Before a run changes any table: every entry the run would register is absent or offsetlake's own
-    for this output (else BadInput, exit 2)."""
+def check_catalog(spark: Any, output: Path, database: str, folder: Path | None) -> None:
+    """Before a run changes any table: the session has a catalog that outlives it, or a local one can be made,
+    and every entry the run would register is absent or offsetlake's own for this output (else BadInput)."""
+    from jobs.sink import delta_engine
     from jobs.tables import query_name
 
-    output = Path(os.path.abspath(output))
+    if folder is None and spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
+        raise BadInput(f"--catalog-database {database}: this Spark has no metastore, and --output {output} cannot "
+                       f"hold Spark's local catalog: give --catalog-dir, a local folder")
+    if delta_engine(spark) != "spark" and (is_remote(output) or folder is None):
+        raise BadInput(f"--catalog-database with --output {output}: without Spark's Delta (io.delta) the entries "
+                       f"are views over the tables' files, linked on a local disk")
+    output = output if is_remote(output) else Path(os.path.abspath(output))
     if not spark.catalog.databaseExists(database):
         return
     for table in catalog_tables():
         _owned_entry(spark, output, database, table, query_name(table))
 
 
-def register_catalog(spark: Any, output: Path, database: str, folder: Path) -> dict[str, Any]:
+def register_catalog(spark: Any, output: Path, database: str, folder: Path | None) -> dict[str, Any]:
     """Register every table under `output` (the newest complete run's) as `database.<name>`; returns what
     was registered, for the run summary."""
     from jobs.runs import snapshot
     from jobs.sink import delta_engine
     from jobs.tables import query_name
 
-    output = Path(os.path.abspath(output)) if "://" not in str(output) else output
+    output = output if is_remote(output) else Path(os.path.abspath(output))
     implementation = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
     if implementation != "hive":
         log.warning("Spark's catalog is %s: the entries of %s last only as long as this session", implementation,
                     database)
     delta = delta_engine(spark) == "spark"
-    if not delta and "://" in str(output):
-        raise BadInput(f"--catalog-database for --output {output}: without Spark's Delta (io.delta) the entries "
-                       f"are views over files linked on a local disk")
+    if not delta and (is_remote(output) or folder is None):  # check_catalog said so before the run
+        raise BadInput(f"--catalog-database with --output {output}: without Spark's Delta, a local output is needed")
     tables = snapshot(output, catalog_tables())
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
     names = []
@@ -146,7 +153,7 @@ def register_catalog(spark: Any, output: Path, database: str, folder: Path) -> d
         names.append(f"{database}.{name}")
     summary: dict[str, Any] = {"database": database, "entries": names, "catalog": implementation,
                                "kind": "delta tables" if delta else "views over the run's files"}
-    if implementation == "hive" and folder.is_dir() and (folder / "metastore_db").is_dir():
+    if implementation == "hive" and folder is not None and (folder / "metastore_db").is_dir():
         summary["properties_file"] = str(write_properties_file(folder, database))
     log.info("registered %d tables as %s.<table> (%s)", len(names), database, summary["kind"])
     return summary
@@ -159,12 +166,12 @@ def _owned_entry(spark: Any, output: Path, database: str, table: str, name: str)
     if not spark.catalog.tableExists(f"{database}.{name}"):
         return None
     info = {"type": spark.catalog.getTable(f"{database}.{name}").tableType or ""}
-    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect():
-        if row[0] in ("Location", "Provider"):
-            info[row[0].lower()] = row[1] or ""
     try:
+        for row in spark.sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect():
+            if row[0] in ("Location", "Provider"):
+                info[row[0].lower()] = row[1] or ""
         properties = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {qualified}").collect()}
-    except Exception:  # a table of a provider this session cannot load: no properties to read
+    except Exception:  # a table of a provider this session cannot load: nothing shows it is offsetlake's
         properties = {}
     ours = properties.get(OWNER_PROPERTY) == str(output) or (
         info["type"].upper() != "VIEW" and _same_path(info.get("location", ""), output / table))
@@ -191,7 +198,7 @@ def delta_statements(database: str, name: str, path: Path, entry: dict[str, str]
         if entry["type"].upper() != "VIEW" and entry.get("provider", "").lower() == "delta":
             return []
         statements.append(f"DROP {'VIEW' if entry['type'].upper() == 'VIEW' else 'TABLE'} {qualified}")
-    location = os.path.abspath(path) if "://" not in str(path) else str(path)
+    location = str(path) if is_remote(path) else os.path.abspath(path)
     statements.append(f"CREATE TABLE {qualified} USING DELTA LOCATION {sql_string(location)}")
     return statements
 
@@ -269,6 +276,11 @@ def _remove_other_versions(links: Path) -> None:
     for other in links.parent.iterdir():
         if other != links:
             shutil.rmtree(other, ignore_errors=True)
+
+
+def is_remote(path: Path | str) -> bool:
+    """A `scheme://` location (a Path keeps only `scheme:/` of it)."""
+    return re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(path)) is not None
 
 
 def sql_string(text: str) -> str:

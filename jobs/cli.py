@@ -128,7 +128,7 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
     if cfg.catalog:
         from jobs.catalog import check_catalog
 
-        check_catalog(spark, cfg.output, cfg.catalog.database)  # a name taken by someone else: before any table changes
+        check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)  # before any table changes
     with task_errors():  # a failed Kafka read task: its one line, not Spark's error text
         summary = run(spark, cfg)
     if cfg.catalog:

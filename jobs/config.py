@@ -152,7 +152,9 @@ class CatalogOptions:
     """Where a rebuild registers its tables (--catalog-database NAME, --catalog-dir DIR)."""
 
     database: str
-    folder: Path  # Spark's local Derby catalog, used only when the session has no metastore of its own
+    # Spark's local Derby catalog, used only when the session has no metastore of its own; None for a
+    # scheme:// output without --catalog-dir (then the session must have a metastore: checked once it runs).
+    folder: Path | None
 
     @classmethod
     def build(cls, database: str | None, catalog_dir: str | None, output: str) -> "CatalogOptions | None":
@@ -165,8 +167,7 @@ class CatalogOptions:
                            f"not starting with a digit, at most 128)")
         if catalog_dir is None:
             if "://" in output:  # Derby keeps its files on a local disk
-                raise BadInput(f"--catalog-database with --output {output}: give --catalog-dir, a local folder "
-                               f"for Spark's catalog")
+                return cls(database, None)
             folder = Path(output) / CATALOG_DIR
         else:
             if "://" in catalog_dir:

@@ -20,8 +20,9 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 from offsets_log import MINUTE, T0, OffsetsLog, member
 
-from jobs.catalog import LINKS_DIR, delta_statements, view_statements
+from jobs.catalog import LINKS_DIR, delta_statements, is_remote, metastore_configured, view_statements
 from jobs.cli import cli
+from jobs.config import CatalogOptions
 from jobs.runs import finished_runs
 from jobs.sink import as_of_predicate
 from jobs.tables import SNAPSHOT_TABLES, TABLES, snapshot_table
@@ -199,3 +200,21 @@ def test_a_view_quotes_what_it_names(tmp_path):
     assert len(statements) == 1
     assert f"'offsetlake.output' = '{tmp_path}/it\\'s here'" in statements[0]
     assert statements[0].endswith("CAST(NULL AS string) AS `error`, CAST(NULL AS smallint) AS `record_type` WHERE false")
+
+
+def test_a_launcher_or_a_hive_site_xml_keeps_its_own_metastore(tmp_path):
+    assert not metastore_configured({"spark.master", "spark.app.name"}, environ={})
+    assert metastore_configured({"spark.sql.catalogImplementation"}, environ={})
+    assert metastore_configured({"spark.hadoop.hive.metastore.uris"}, environ={})
+    (tmp_path / "hive-site.xml").write_text("<configuration/>")
+    assert metastore_configured(set(), environ={"SPARK_CONF_DIR": str(tmp_path)})
+
+
+def test_a_remote_output_has_no_local_catalog_folder_unless_given(tmp_path):
+    remote = CatalogOptions.build("lake", None, "s3://bucket/tables")
+    assert remote is not None and remote.folder is None  # the session's metastore must do: checked when it runs
+    given = CatalogOptions.build("lake", str(tmp_path / "catalog"), "s3://bucket/tables")
+    assert given is not None and given.folder == tmp_path / "catalog"
+    local = CatalogOptions.build("lake", None, "relative/tables")
+    assert local is not None and local.folder == Path.cwd() / "relative" / "tables" / "_catalog"
+    assert is_remote(Path("s3://bucket/tables")) and not is_remote(tmp_path)
