@@ -116,13 +116,15 @@ class TableSink:
         from deltalake import write_deltalake
         from deltalake.transaction import CommitProperties
 
+        target.mkdir(parents=True, exist_ok=True)
+        write_deltalake(str(target), self._staged_batches(table), mode="overwrite", schema_mode="overwrite",
+                        commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+
+    def _staged_batches(self, table: str) -> pa.RecordBatchReader:
+        """The staged table, batch by batch with its contract's Arrow types (the driver never holds it whole)."""
         schema = arrow_schema(table)
         dataset = pads.dataset(self.staging / table, format="parquet")
-        batches = (batch.cast(schema) for batch in dataset.to_batches())
-        reader = pa.RecordBatchReader.from_batches(schema, batches)
-        target.mkdir(parents=True, exist_ok=True)
-        write_deltalake(str(target), reader, mode="overwrite", schema_mode="overwrite",
-                        commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+        return pa.RecordBatchReader.from_batches(schema, (batch.cast(schema) for batch in dataset.to_batches()))
 
     def _commit_spark(self, table: str, target: Path, run_id: str) -> None:
         staged = self.spark.read.parquet(str(self.staging / table))
@@ -133,13 +135,10 @@ class TableSink:
         from deltalake import write_deltalake
         from deltalake.transaction import CommitProperties
 
-        schema = arrow_schema(table)
-        dataset = pads.dataset(self.staging / table, format="parquet")
-        reader = pa.RecordBatchReader.from_batches(schema, (b.cast(schema) for b in dataset.to_batches()))
         target.mkdir(parents=True, exist_ok=True)
         # An empty table still replaces the partition: a rerun that finds nothing leaves nothing behind.
         # schema_mode="merge": a contract column added later is null in older partitions, which stay.
-        write_deltalake(str(target), reader, mode="overwrite", predicate=as_of_predicate(as_of, "delta-rs"),
+        write_deltalake(str(target), self._staged_batches(table), mode="overwrite", predicate=as_of_predicate(as_of, "delta-rs"),
                         partition_by=[SNAPSHOT_PARTITION], schema_mode="merge",
                         commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
 
