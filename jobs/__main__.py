@@ -3,8 +3,8 @@
     spark-submit jobs/__main__.py --source parquet:/dumps/offsets --output /lake/offsets
     python -m jobs --source parquet:/dumps/offsets --output /lake/offsets
 
-On a cluster, ship the two packages to the executors, e.g. `--py-files offsetlake.zip` built from
-`offsets_codec/` and `jobs/`, and keep schemas/ and conf/ beside jobs/ on the driver.
+On a cluster, install the wheel (`python -m build --wheel`: it holds schemas/ and conf/ too) in a Python every
+node runs and submit this file from the installed package (README: Deploying; conf/spark-submit-daily.sh).
 """
 import sys
 from pathlib import Path

@@ -94,6 +94,12 @@ def rebuild_options(fn: Callable) -> Callable:
                      "(default from conf/offsetlake.toml: 15)."),
         click.option("--status-window", type=click.IntRange(min=2), metavar="N",
                      help="group_status judges each partition's last N commits, as Burrow's intervals (default 10)."),
+        click.option("--snapshot", is_flag=True, help="Also keep this run's state tables by as_of in "
+                     "DIR/snapshots/<table> (partitioned by as_of; a rerun at the same as_of replaces its partition)."),
+        click.option("--catalog-database", metavar="NAME", help="After the run, register every table in Spark's "
+                     "catalog as NAME.<table> (snapshots as NAME.snapshots_<table>)."),
+        click.option("--catalog-dir", type=click.Path(file_okay=False), metavar="DIR", help="Spark's local catalog "
+                     "(Derby) when the session has no metastore; default: DIR/_catalog of --output."),
     ]):
         fn = option(fn)
     return kafka_options(fn)
@@ -126,8 +132,22 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
     from jobs.session import get_spark
     from jobs.sources.tasks import task_errors
 
+    spark = get_spark(cfg.catalog.folder if cfg.catalog else None)
+    if cfg.catalog:
+        from jobs.catalog import check_catalog
+
+        check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)  # before any table changes
     with task_errors():  # a failed Kafka read task: its one line, not Spark's error text
-        return run(get_spark(), cfg)
+        summary = run(spark, cfg)
+    if cfg.catalog:
+        from jobs.catalog import register_catalog
+
+        try:
+            summary["catalog"] = register_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)
+        except Exception as e:  # the tables are committed: say so, in the one line
+            raise RuntimeError(f"the tables were written, but registering them as {cfg.catalog.database}.<table> "
+                               f"failed: {type(e).__name__}: {str(e).strip()}") from e
+    return summary
 
 
 @cli.command()
@@ -245,6 +265,23 @@ def sql(output: str, fmt: str, limit: int | None, query: str) -> None:
                 click.echo(chunk, nl=False)
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         os._exit(0)
+
+
+@cli.command("reset-offsets")
+@click.option("--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Tables of a rebuild.")
+@click.option("--group", "group_id", required=True, metavar="G", help="Group id.")
+@click.option("--topic", metavar="T", help="Only this topic's partitions.")
+def reset_offsets(output: str, group_id: str, topic: str | None) -> None:
+    """Print the group's committed offsets as `topic,partition,offset` lines (no header, sorted), at the
+    as_of of the newest complete rebuild: the CSV `kafka-consumer-groups.sh --reset-offsets --from-file` reads.
+    No Spark.
+
+    Example: offsetlake reset-offsets --output tables/ --group my-group > plan.csv && kafka-consumer-groups.sh
+    --bootstrap-server b:9092 --group my-group --reset-offsets --from-file plan.csv --execute
+    """
+    from jobs.reset_offsets import reset_plan
+
+    click.echo(reset_plan(Path(output), group_id, topic), nl=False)
 
 
 @cli.command()

@@ -16,8 +16,19 @@ from typing import Any
 
 from jobs.errors import BadInput
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONF_FILE = REPO_ROOT / "conf" / "offsetlake.toml"
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent  # a checkout; in an installed wheel this is site-packages
+
+
+def data_dir(name: str) -> Path:
+    """`schemas` or `conf`: inside the package in an installed wheel (pyproject.toml maps them there as
+    jobs/schemas and jobs/conf), beside jobs/ in a checkout, where they are edited."""
+    packaged = PACKAGE_DIR / name
+    return packaged if packaged.is_dir() else REPO_ROOT / name
+
+
+CONF_DIR = data_dir("conf")
+CONF_FILE = CONF_DIR / "offsetlake.toml"
 SOURCE_KINDS = ("parquet", "segments", "kafka")
 
 
@@ -131,6 +142,40 @@ class KafkaOptions:
         return cls(path, isolation or default.isolation, timeout_s or default.timeout_s, reader or default.reader)
 
 
+# An unquoted SQL identifier, as Spark and Hive's metastore take a database name (Hive's limit: 128).
+SQL_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+CATALOG_DIR = "_catalog"  # under --output: Spark's local Derby catalog when no metastore is configured
+
+
+@dataclass(frozen=True)
+class CatalogOptions:
+    """Where a rebuild registers its tables (--catalog-database NAME, --catalog-dir DIR)."""
+
+    database: str
+    # Spark's local Derby catalog, used only when the session has no metastore of its own; None for a
+    # scheme:// output without --catalog-dir (then the session must have a metastore: checked once it runs).
+    folder: Path | None
+
+    @classmethod
+    def build(cls, database: str | None, catalog_dir: str | None, output: str) -> "CatalogOptions | None":
+        if database is None:
+            if catalog_dir is not None:
+                raise BadInput("--catalog-dir: given without --catalog-database (the catalog of which database?)")
+            return None
+        if not SQL_IDENTIFIER.fullmatch(database):
+            raise BadInput(f"--catalog-database {database!r}: not a SQL identifier (letters, digits and _, "
+                           f"not starting with a digit, at most 128)")
+        if catalog_dir is None:
+            if "://" in output:  # Derby keeps its files on a local disk
+                return cls(database, None)
+            folder = Path(output) / CATALOG_DIR
+        else:
+            if "://" in catalog_dir:
+                raise BadInput(f"--catalog-dir {catalog_dir}: must be a local folder (Spark's Derby catalog)")
+            folder = output_folder(catalog_dir, "--catalog-dir")
+        return cls(database, Path(os.path.abspath(folder)))  # Derby's URL and a view's paths must be absolute
+
+
 @dataclass(frozen=True)
 class RebuildConfig:
     """Everything one rebuild needs; built by the CLI, consumed by pipeline.run."""
@@ -145,6 +190,8 @@ class RebuildConfig:
     history: bool = True  # offset_commits and group_events (--no-history skips them)
     rate_window_minutes: int = 15  # consumer_lag's consume_rate and produce_rate average over this
     status_window: int = 10  # group_status: commits judged per partition (Burrow's intervals)
+    snapshot: bool = False  # also keep the state tables by as_of in DIR/snapshots/<table>
+    catalog: CatalogOptions | None = None  # register the tables in Spark's catalog after the run
 
     @property
     def retention_ms(self) -> int:
@@ -170,6 +217,9 @@ class RebuildConfig:
         no_history: bool = False,
         rate_window_minutes: int | None = None,
         status_window: int | None = None,
+        snapshot: bool = False,
+        catalog_database: str | None = None,
+        catalog_dir: str | None = None,
     ) -> "RebuildConfig":
         conf = defaults()["rebuild"]
         retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
@@ -197,6 +247,8 @@ class RebuildConfig:
             history=not no_history,
             rate_window_minutes=rate_window,
             status_window=window,
+            snapshot=snapshot,
+            catalog=CatalogOptions.build(catalog_database, catalog_dir, output),
         )
         cfg.check_inputs()
         return cfg

@@ -196,7 +196,7 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     # Modern groups' assignments name topics by id; classic groups and offset commits name them directly.
     topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
     topic_id_frame = spark.createDataFrame(sorted(topic_ids.items()), "topic_id string, topic string") if topic_ids else None
-    sink = TableSink(spark, cfg.output)
+    sink = TableSink(spark, cfg.output, snapshots=cfg.snapshot)
     work = SparkWork(spark, f"offsetlake rebuild {cfg.source}")
     try:
         log.info("reading %s", cfg.source)

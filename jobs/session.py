@@ -20,7 +20,8 @@ from typing import IO
 
 from pyspark.sql import SparkSession
 
-from jobs.config import REPO_ROOT, defaults
+from jobs.catalog import local_catalog_settings, metastore_configured
+from jobs.config import CONF_DIR, defaults
 
 log = logging.getLogger("offsetlake")
 TASK_LINE = b"offsetlake: "  # how jobs.sources.tasks' executor logger starts a line
@@ -28,10 +29,12 @@ _spark_log: Path | None = None  # the local JVM's output, when this process star
 _keep_spark_log = False
 
 
-def get_spark() -> SparkSession:
+def get_spark(catalog: Path | None = None) -> SparkSession:
     """Return the active session (spark-submit, Databricks) or start a local one from conf/.
 
     Settings already given by the launcher win over conf/offsetlake.toml: the builder only fills gaps.
+    `catalog`: a folder for Spark's Hive catalog in an embedded Derby database (jobs.catalog), used when this
+    process builds the session and the launcher configured no catalog or metastore.
     """
     from pyspark import SparkConf, SparkContext
 
@@ -47,8 +50,11 @@ def get_spark() -> SparkSession:
         # Python run would start the JVM before spark.driver.memory could be applied.)
         launcher_conf = {k for k, _ in SparkConf().getAll()}
     settings = dict(defaults()["spark"])
-    log4j = REPO_ROOT / "conf" / "log4j2.properties"
+    log4j = CONF_DIR / "log4j2.properties"
     settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    local_catalog = catalog is not None and not metastore_configured(launcher_conf)
+    if local_catalog:
+        settings.update(local_catalog_settings(catalog))
     options = {key: value for key, value in settings.items() if key not in launcher_conf}
     for key, value in options.items():
         builder = builder.config(key, value)
@@ -58,6 +64,10 @@ def get_spark() -> SparkSession:
     if not launcher and SparkContext._gateway is None:  # noqa: SLF001
         _start_local_context(options)  # the builder below takes this context, with the same settings
     spark = _tuned(builder.getOrCreate())
+    if local_catalog:
+        # Derby writes its log to the working folder unless told otherwise; it starts on first catalog use.
+        catalog.mkdir(parents=True, exist_ok=True)
+        spark._jvm.java.lang.System.setProperty("derby.stream.error.file", str(catalog / "derby.log"))  # noqa: SLF001
     # In the log file, or asked for with --debug, Spark's warnings help. On a launcher's console offsetlake
     # reports failures itself, on one line, and Spark's ERROR stack traces would repeat them.
     shown = _spark_log is not None or log.isEnabledFor(logging.DEBUG)

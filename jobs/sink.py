@@ -10,6 +10,11 @@ table as it was, and each replacement is a single Delta commit (readers see the 
 
 The set of tables is atomic too: every commit is tagged with the run, and the run is recorded in DIR/_runs
 after its last table (jobs/runs.py), so readers see all tables of one run even if a run is killed midway.
+
+Snapshots (`rebuild --snapshot`): after the tables, the state tables' rows are also written to
+DIR/snapshots/<table>, partitioned by as_of. Each is one commit that replaces the partition of this as_of
+(delta-rs: an overwrite with a predicate; Spark: replaceWhere), so a rerun at the same as_of never duplicates
+rows, and other moments stay. Their versions are recorded with the run like any table's.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ import os
 import shutil
 import signal
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,7 +33,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.runs import commit_metadata, committed_version, new_run_id, record_run, spark_user_metadata
 from jobs.session import has_jvm_class
-from jobs.tables import TABLES, arrow_schema, conform, partition_columns
+from jobs.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, TABLES, arrow_schema, conform, partition_columns,
+                         snapshot_table)
 
 log = logging.getLogger("offsetlake")
 DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
@@ -43,10 +49,11 @@ def delta_engine(spark: SparkSession) -> str:
 class TableSink:
     """Stage tables, then replace them all: `stage(name, df)` for each table, then `commit()`."""
 
-    def __init__(self, spark: SparkSession, output: Path, engine: str | None = None) -> None:
+    def __init__(self, spark: SparkSession, output: Path, engine: str | None = None, snapshots: bool = False) -> None:
         self.spark = spark
         self.output = output
         self.engine = engine or delta_engine(spark)
+        self.snapshots = snapshots  # also write the state tables to DIR/snapshots/<table> (--snapshot)
         self.staging = output / STAGING_DIR / uuid.uuid4().hex
         self.rows: dict[str, int] = {}
 
@@ -84,7 +91,10 @@ class TableSink:
         return self.staging / "_state" / name
 
     def commit(self, as_of: datetime | None = None, source: str | None = None) -> dict[str, str]:
-        """Replace every staged table, then record the run (its commit point); returns table -> Delta path."""
+        """Replace every staged table (and with snapshots, this as_of's partition of each snapshot table), then
+        record the run (its commit point); returns table -> Delta path."""
+        if self.snapshots and as_of is None:
+            raise ValueError("snapshots need the run's as_of")
         written, versions = {}, {}
         run_id = new_run_id()
         try:
@@ -97,6 +107,18 @@ class TableSink:
                     self._commit_delta_rs(table, target, run_id)
                 versions[table] = committed_version(target, run_id)
                 written[table] = str(target)
+                _test_hook_fail_after_commits(len(written))
+            for table in (SNAPSHOT_TABLES if self.snapshots else ()):
+                if table not in self.rows:
+                    continue
+                path = snapshot_table(table)
+                target = self.output / path
+                if self.engine == "spark":
+                    self._snapshot_spark(table, target, run_id, as_of)
+                else:
+                    self._snapshot_delta_rs(table, target, run_id, as_of)
+                versions[path] = committed_version(target, run_id)
+                written[path] = str(target)
                 _test_hook_fail_after_commits(len(written))
             record_run(self.output, run_id, versions, as_of, source, self.engine)
         finally:
@@ -114,20 +136,49 @@ class TableSink:
         from deltalake import write_deltalake
         from deltalake.transaction import CommitProperties
 
-        schema = arrow_schema(table)
-        dataset = pads.dataset(self.staging / table, format="parquet")
-        batches = (batch.cast(schema) for batch in dataset.to_batches())
-        reader = pa.RecordBatchReader.from_batches(schema, batches)
         target.mkdir(parents=True, exist_ok=True)
-        write_deltalake(str(target), reader, mode="overwrite", schema_mode="overwrite",
+        write_deltalake(str(target), self._staged_batches(table), mode="overwrite", schema_mode="overwrite",
                         partition_by=partition_columns(table) or None,
                         commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+
+    def _staged_batches(self, table: str) -> pa.RecordBatchReader:
+        """The staged table, batch by batch with its contract's Arrow types (the driver never holds it whole)."""
+        schema = arrow_schema(table)
+        dataset = pads.dataset(self.staging / table, format="parquet")
+        return pa.RecordBatchReader.from_batches(schema, (batch.cast(schema) for batch in dataset.to_batches()))
 
     def _commit_spark(self, table: str, target: Path, run_id: str) -> None:
         staged = self.spark.read.parquet(str(self.staging / table))
         staged.write.format("delta").partitionBy(*partition_columns(table)).mode("overwrite") \
             .option("overwriteSchema", "true") \
             .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
+
+    def _snapshot_delta_rs(self, table: str, target: Path, run_id: str, as_of: datetime) -> None:
+        from deltalake import write_deltalake
+        from deltalake.transaction import CommitProperties
+
+        target.mkdir(parents=True, exist_ok=True)
+        # An empty table still replaces the partition: a rerun that finds nothing leaves nothing behind.
+        # schema_mode="merge": a contract column added later is null in older partitions, which stay.
+        write_deltalake(str(target), self._staged_batches(table), mode="overwrite", predicate=as_of_predicate(as_of, "delta-rs"),
+                        partition_by=[SNAPSHOT_PARTITION], schema_mode="merge",
+                        commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+
+    def _snapshot_spark(self, table: str, target: Path, run_id: str, as_of: datetime) -> None:
+        staged = self.spark.read.parquet(str(self.staging / table))
+        staged.write.format("delta").mode("overwrite").partitionBy(SNAPSHOT_PARTITION) \
+            .option("replaceWhere", as_of_predicate(as_of, "spark")).option("mergeSchema", "true") \
+            .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
+
+
+def as_of_predicate(as_of: datetime, engine: str) -> str:
+    """SQL selecting the snapshot partition of `as_of`, in the engine's dialect. Spark reads a typed literal
+    with its zone; delta-rs (DataFusion) compares the timestamp column with a plain ISO-8601 string, and
+    refuses a TIMESTAMP literal (nanoseconds, no zone) against Delta's UTC microseconds."""
+    moment = as_of if as_of.tzinfo is not None else as_of.replace(tzinfo=timezone.utc)  # naive times are UTC
+    text = moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    literal = f"TIMESTAMP '{text}'" if engine == "spark" else f"'{text}'"
+    return f"{SNAPSHOT_PARTITION} = {literal}"
 
 
 def _test_hook_fail_after_commits(commits: int) -> None:

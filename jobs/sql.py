@@ -1,5 +1,8 @@
 """`offsetlake sql`: SQL over the tables of the newest complete run, without Spark.
 
+Tables have their contract names; the snapshots that `rebuild --snapshot` keeps in DIR/snapshots/<table> are
+`snapshots_<table>` (every as_of kept, one partition each); `_runs` lists the complete runs.
+
 delta-rs ships Apache DataFusion (`deltalake.QueryBuilder`), so a query answers in about a second. Results
 stream batch by batch; only the aligned table holds its rows, up to its limit. Every format prints timestamps
 as ISO-8601 UTC and bytes as Base64 (as `decode` does).
@@ -21,7 +24,7 @@ import pyarrow.compute as pc
 
 from jobs.errors import BadInput
 from jobs.runs import RUNS_TABLE, snapshot
-from jobs.tables import known_tables, utc_micros
+from jobs.tables import known_tables, query_name, snapshot_tables, utc_micros
 
 MAX_CELL = 100  # characters of one value in the aligned table; csv and json print values whole
 MAX_ERROR = 400
@@ -39,18 +42,18 @@ def query(output: Path, sql: str) -> pa.RecordBatchReader:
         raise BadInput(f"--output {output}: not a directory")
     if not sql.strip():
         raise BadInput("no SQL given")
-    tables = snapshot(output, (*known_tables(), RUNS_TABLE))
+    tables = snapshot(output, (*known_tables(), *snapshot_tables(), RUNS_TABLE))
     if not tables.versions.keys() - {RUNS_TABLE}:
         raise BadInput(f"--output {output}: no offsetlake tables there; run `offsetlake rebuild` first")
     builder = QueryBuilder()
     for table in tables.versions:
-        builder.register(table, tables.open(table))
+        builder.register(query_name(table), tables.open(table))
     try:
         return pa.RecordBatchReader.from_stream(builder.execute(sql))
     except (DeltaError, pa.ArrowException) as e:
         message = f"SQL: {_one_line(e)}"
         if "table '" in message and "not found" in message:
-            message += f" (tables here: {', '.join(tables.versions)})"
+            message += f" (tables here: {', '.join(map(query_name, tables.versions))})"
         raise BadInput(message) from None
 
 

@@ -9,10 +9,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from jobs.config import REPO_ROOT
+from jobs.config import data_dir
 from jobs.types import parse_type
 
-SCHEMA_DIR = REPO_ROOT / "schemas"
+SCHEMA_DIR = data_dir("schemas")
 TABLES = (
     "committed_offsets",
     "expired_offsets",
@@ -31,6 +31,41 @@ TABLES = (
     # Kept across runs: earlier runs' snapshots plus this run's (written when the run has end offsets).
     "end_offsets_history",
 )
+
+# State tables that `rebuild --snapshot` also keeps by as_of, in DIR/snapshots/<table> (not quarantine and
+# segment_errors: they describe the input, not the state at a moment).
+SNAPSHOTS = "snapshots"
+SNAPSHOT_TABLES = (
+    "committed_offsets",
+    "expired_offsets",
+    "consumer_groups",
+    "group_members",
+    "consumer_lag",
+    "group_target_assignments",
+    "streams_topologies",
+    "pending_transactions",
+)
+SNAPSHOT_PARTITION = "as_of"
+
+
+def snapshot_table(table: str) -> str:
+    """Where the snapshots of `table` are, relative to the output folder: snapshots/<table>."""
+    return f"{SNAPSHOTS}/{table}"
+
+
+def snapshot_tables() -> tuple[str, ...]:
+    return tuple(snapshot_table(t) for t in SNAPSHOT_TABLES)
+
+
+def contract_table(table: str) -> str:
+    """The contract table a path under the output holds: snapshots/<table> has the schema of <table>."""
+    return table.rsplit("/", 1)[-1]
+
+
+def query_name(table: str) -> str:
+    """The name SQL knows a table by (offsetlake sql, register_tables, the catalog): snapshots/committed_offsets
+    is snapshots_committed_offsets; the others keep their own name."""
+    return table.replace("/", "_")
 
 
 def known_tables() -> tuple[str, ...]:

@@ -130,28 +130,59 @@ def _short(row: dict) -> str:
 
 
 def register_tables(spark, output: Path, prefix: str = "") -> list[str]:
-    """Register every table under `output` as a temporary SQL view named `<prefix><table>`.
+    """Register every table under `output` as a temporary SQL view named `<prefix><table>` (snapshots:
+    `<prefix>snapshots_<table>`).
 
     Each table is read at its version of the newest complete run (jobs/runs.py): with Spark's Delta reader
     (`versionAsOf`) when Delta is on the classpath, otherwise from the files of that version as delta-rs
-    lists them (so a replaced table never shows its old files).
+    lists them (so a replaced table never shows its old files), a partition's files with its value.
     """
     from jobs.runs import snapshot
     from jobs.session import has_jvm_class
     from jobs.sink import DELTA_JVM_CLASS
-    from jobs.tables import spark_schema
+    from jobs.tables import query_name, snapshot_tables
 
     native = has_jvm_class(spark, DELTA_JVM_CLASS)
-    tables = snapshot(output, known_tables())
+    tables = snapshot(output, (*known_tables(), *snapshot_tables()))
     names = []
     for table, version in tables.versions.items():
         path = tables.path(table)
         if native:
             df = spark.read.format("delta").option("versionAsOf", version).load(str(path))
         else:
-            files = tables.open(table).file_uris()
-            df = spark.read.schema(spark_schema(table)).parquet(*files) if files else \
-                spark.createDataFrame([], spark_schema(table))
-        df.createOrReplaceTempView(prefix + table)
-        names.append(prefix + table)
+            df = _version_frame(spark, table, tables.open(table))
+        name = prefix + query_name(table)
+        df.createOrReplaceTempView(name)
+        names.append(name)
     return names
+
+
+def _version_frame(spark, table: str, delta_table):
+    """The rows of one Delta version, read by Spark without Delta: its files, the contract's columns, and
+    partition columns (not stored in the files) as the literal of each file's partition."""
+    from functools import reduce
+
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from jobs.tables import contract_table, spark_schema
+
+    schema = spark_schema(contract_table(table))
+    partitions = delta_table.metadata().partition_columns
+    files = delta_table.file_uris()
+    if not files:
+        return spark.createDataFrame([], schema)
+    if not partitions:
+        return spark.read.schema(schema).parquet(*files)
+    stored = StructType([f for f in schema if f.name not in partitions])
+    by_name: dict[str, tuple] = {}
+    for action in pa.table(delta_table.get_add_actions(flatten=True)).to_pylist():
+        by_name[action["path"].rsplit("/", 1)[-1]] = tuple(action[f"partition.{c}"] for c in partitions)
+    groups: dict[tuple, list[str]] = {}
+    for uri in files:
+        groups.setdefault(by_name[uri.rsplit("/", 1)[-1]], []).append(uri)
+    frames = [spark.read.schema(stored).parquet(*paths).select(
+        *(F.lit(values[partitions.index(f.name)]).cast(f.dataType).alias(f.name) if f.name in partitions
+          else F.col(f.name) for f in schema)) for values, paths in sorted(groups.items())]
+    return reduce(lambda a, b: a.unionByName(b), frames)

@@ -153,6 +153,14 @@ REBUILD_CASES: dict[str, tuple[Callable[[Path], list[str]], list[str]]] = {
                           ["--topic-ids", "no such file"]),
     "malformed topic ids": (lambda d: ["--source", f"parquet:{d}/dump", "--topic-ids", f"{d}/bad-ids.csv"],
                             ["line 1: expected topic_id,topic"]),
+    "catalog database that is not an identifier": (
+        lambda d: ["--source", f"parquet:{d}/dump", "--catalog-database", "my-db"],
+        ["--catalog-database 'my-db': not a SQL identifier"]),
+    "catalog dir without a database": (lambda d: ["--source", f"parquet:{d}/dump", "--catalog-dir", f"{d}/catalog"],
+                                       ["--catalog-dir: given without --catalog-database"]),
+    "catalog dir under a file": (
+        lambda d: ["--source", f"parquet:{d}/dump", "--catalog-database", "lake", "--catalog-dir", f"{d}/a-file/c"],
+        ["--catalog-dir", "cannot be created", "a-file is not a directory"]),
 }
 
 
