@@ -31,7 +31,7 @@ import logging
 import os
 import re
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -211,8 +211,9 @@ def view_statements(database: str, name: str, table: str, output: Path, version:
     qualified = f"`{database}`.`{name}`"
     partitions = set(delta_table.metadata().partition_columns)
     if files:
-        columns = [f"timestamp_micros(`{c}_us`) AS `{c}`" if c in partitions else f"`{c}`"
-                   for c in (f.name for f in delta_table.schema().fields)]
+        types = {f.name: str(f.type) for f in delta_table.schema().fields}
+        columns = [(f"date_from_unix_date(`{c}_day`) AS `{c}`" if "date" in types[c] else
+                    f"timestamp_micros(`{c}_us`) AS `{c}`") if c in partitions else f"`{c}`" for c in types]
         select = f"SELECT {', '.join(columns)} FROM parquet.{sql_identifier(links.as_uri())}"
     else:  # no file to read a schema from: the contract's, typed, no rows
         columns = [f"CAST(NULL AS {f.dataType.simpleString()}) AS `{f.name}`"
@@ -230,7 +231,7 @@ def view_statements(database: str, name: str, table: str, output: Path, version:
 
 def link_version_files(delta_table: Any, links: Path) -> int:
     """Hard link (or copy) the data files of `delta_table`'s version into `links`, a partition's files into
-    `<column>_us=<epoch microseconds>/`; returns how many. Linking again is a no-op for files already there."""
+    `<column>_us=<epoch microseconds>/` (a date: `<column>_day=<days>/`); returns how many. Linking again is a no-op for files already there."""
     import pyarrow as pa
 
     partitions = delta_table.metadata().partition_columns
@@ -248,7 +249,7 @@ def link_version_files(delta_table: Any, links: Path) -> int:
         source = Path(uri.removeprefix("file://"))
         folder = staging
         for column, value in (by_name[source.name] if partitions else {}).items():
-            folder = folder / f"{column}_us={_micros(value)}"
+            folder = folder / _partition_folder(column, value)
         folder.mkdir(parents=True, exist_ok=True)
         _link_or_copy(source, folder / source.name)
         count += 1
@@ -257,9 +258,17 @@ def link_version_files(delta_table: Any, links: Path) -> int:
     return count
 
 
+def _partition_folder(column: str, value: Any) -> str:
+    """A partition's folder as numbers, so no time zone or date format is involved: `<column>_us=<epoch
+    microseconds>` for a timestamp (snapshots' as_of), `<column>_day=<days since 1970>` for a date (commit_date)."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return f"{column}_day={(value - _EPOCH.date()).days}"
+    return f"{column}_us={_micros(value)}"
+
+
 def _micros(value: Any) -> int:
     if not isinstance(value, datetime):
-        raise ValueError(f"partition value {value!r}: only timestamp partitions are linked")
+        raise ValueError(f"partition value {value!r}: only timestamp and date partitions are linked")
     moment = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
     return (moment - _EPOCH) // timedelta(microseconds=1)
 

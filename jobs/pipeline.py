@@ -227,6 +227,10 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
             fetched = sink.pin("live_end_offsets", live_end_offsets(spark, committed, live_ends))
             tables["consumer_lag"] = consumer_lag(committed, fetched)
             tables["end_offsets_history"] = merge_history(previous_ends, end_offsets_history(fetched, F.lit(as_of)))
+            if tables.get("offset_commits") is not None:  # Burrow's rules take the fetch as the log end at as_of
+                at_as_of = end_offsets_history(fetched.drop("fetched_at"), F.lit(as_of))
+                tables["group_status"] = group_status(tables["offset_commits"], merge_history(previous_ends, at_as_of),
+                                                      as_of, cfg.status_window)
         # What the counts prove empty is written without a Spark job.
         empty = {"consumer_lag": ends is None and live_ends is None, "segment_errors": segment_errors is None,
                  "quarantine": counts["records_quarantined"] == 0, "pending_transactions": not transactions,
