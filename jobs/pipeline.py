@@ -217,8 +217,7 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         tables = rebuild(reduced, as_of, cfg.retention_ms, ends, topic_id_frame, segment_errors,
                          transactions=transactions, pin=sink.pin, modern=modern, history=cfg.history, log=records,
                          rate_window_ms=cfg.rate_window_ms, status_window=cfg.status_window)
-        if new_ends is not None:
-            tables["end_offsets_history"] = ends
+        tables["end_offsets_history"] = ends  # written every run, unchanged by a run without end offsets
         if counts["scattered_bad_keys"]:  # a corrupt key whose values looked right: all its records, whole
             whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))
             tables["quarantine"] = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
@@ -233,12 +232,11 @@ def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
                                                       as_of, cfg.status_window)
         # What the counts prove empty is written without a Spark job.
         empty = {"consumer_lag": ends is None and live_ends is None, "segment_errors": segment_errors is None,
+                 "end_offsets_history": ends is None and live_ends is None,
                  "quarantine": counts["records_quarantined"] == 0, "pending_transactions": not transactions,
                  "group_target_assignments": not modern, "streams_topologies": not modern}
         for name in TABLES:
-            # Not every run writes every table: the history ones with --no-history, end_offsets_history without
-            # end offsets (the earlier runs' snapshots stay).
-            if tables.get(name) is not None:
+            if name in tables:  # every table but the history ones with --no-history
                 sink.stage(name, None if empty.get(name) else tables[name])
         source.release()
         orphans = _orphan_groups(sink)

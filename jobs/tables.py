@@ -28,7 +28,7 @@ TABLES = (
     "offset_commits",
     "group_events",
     "group_status",
-    # Kept across runs: earlier runs' snapshots plus this run's (written when the run has end offsets).
+    # Kept across runs: earlier runs' snapshots plus this run's.
     "end_offsets_history",
 )
 
