@@ -52,7 +52,8 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
     peer_python, peer_note = _peer_python(work) if peer else (None, "not asked for (--no-peer)")
 
     commands: dict[str, list[str]] = {
-        "floor": [sys.executable, str(HERE / "bench_floor.py"), str(dump)],
+        # -I: the script's folder (jobs/, whose types.py would shadow the standard library's) is not on sys.path.
+        "floor": [sys.executable, "-I", str(HERE / "bench_floor.py"), str(dump)],
         # The console script `offsetlake` is jobs.cli:main.
         "rebuild": [sys.executable, "-m", "jobs.cli", "-q", "rebuild", "--source", source,
                     "--output", str(work / "tables")],
@@ -60,7 +61,7 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
                        "--output", str(work / "tables-no-history"), "--no-history"],
     }
     if peer_python is not None:
-        commands["peer"] = [str(peer_python), str(HERE / "bench_peer.py"), str(dump)]
+        commands["peer"] = [str(peer_python), "-I", str(HERE / "bench_peer.py"), str(dump)]
     seconds: dict[str, list[float]] = {name: [] for name in commands}
     outputs: dict[str, str] = {}
     for round_ in range(repeat):
