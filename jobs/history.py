@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs import native
 from jobs.records import NO_PRODUCER
 from jobs.reduce import after
+from jobs.replay import OFFSET_TYPES, committed_offsets, offset_key
 from jobs.transactions import resolve_transactions
 from jobs.types import ms_to_timestamp
 
-OFFSET_TYPES = list(native.OFFSET_TYPES)
 # What a history row holds before its movement is derived.
 APPLIED = ["coordinator_partition", "offset_key", "record_offset", "source_record_offset", "record_timestamp",
            "producer_id", "group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
@@ -93,8 +93,6 @@ def _plain_records(log: DataFrame, as_of: datetime) -> DataFrame:
 def _kept_whole(whole: DataFrame, transactions: bool) -> DataFrame:
     """Applied offset records among valid records kept whole: transactional commits (at their marker, when
     committed), tombstones, and values only the Python codec proves (or every record of a whole log)."""
-    from jobs.replay import committed_offsets  # jobs.replay imports this module's neighbours: import late
-
     offsets = whole.where(F.col("record_type").isin(OFFSET_TYPES))
     if transactions:
         markers = whole.where(F.col("transaction_marker").isNotNull())
@@ -111,11 +109,6 @@ def _kept_whole(whole: DataFrame, transactions: bool) -> DataFrame:
     return values.unionByName(tombstones, allowMissingColumns=True).select(
         "coordinator_partition", offset_key().alias("offset_key"), F.col("applied_offset").alias("record_offset"),
         F.col("record_offset").alias("source_record_offset"), *APPLIED[4:])
-
-
-def offset_key() -> Column:
-    """The offset key's bytes after its type: the same for type 0 and type 1 (jobs.replay)."""
-    return F.substring(F.col("key"), 3, 1 << 30)
 
 
 def group_events(events: DataFrame) -> DataFrame:

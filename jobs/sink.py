@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.runs import commit_metadata, committed_version, new_run_id, record_run, spark_user_metadata
 from jobs.session import has_jvm_class
 from jobs.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, TABLES, arrow_schema, conform, partition_columns,
-                         snapshot_table)
+                         snapshot_table, spark_schema)
 
 log = logging.getLogger("offsetlake")
 DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
@@ -79,8 +79,7 @@ class TableSink:
         area and are never committed."""
         if name in TABLES:  # a table that other tables read: staged once, and read back from there
             self.stage(name, df)
-            staged = conform(df, name)
-            return self.spark.read.schema(staged.schema).parquet(str(self.staging / name))
+            return self.spark.read.schema(spark_schema(name)).parquet(str(self.staging / name))
         path = self.pinned(name)
         self.spark.sparkContext.setJobDescription(f"offsetlake: state {name}")
         df.write.parquet(str(path))
