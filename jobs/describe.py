@@ -7,6 +7,7 @@ column shows the coordinator partition, since a log holds no broker address.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,14 @@ from jobs.errors import BadInput
 from jobs.runs import Snapshot, snapshot
 
 READS = ("consumer_groups", "group_members", "group_target_assignments", "committed_offsets", "consumer_lag")
+HISTORY = ("group_events", "group_status")  # absent from outputs written before the history tables existed
 MISSING = "-"
 REBALANCING = {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
 
 
 def describe_group(output: Path, group_id: str, view: str, verbose: bool) -> tuple[str, str]:
     """(stdout, stderr) text for one group in the `offsets`, `members` or `state` view."""
-    tables = snapshot(output, READS)  # every table of one run, even while a rebuild is committing
+    tables = snapshot(output, READS + HISTORY)  # every table of one run, even while a rebuild is committing
     group = _rows(tables, "consumer_groups", group_id)
     if not group:
         return f"\nError: Consumer group '{group_id}' does not exist.\n", ""
@@ -31,7 +33,8 @@ def describe_group(output: Path, group_id: str, view: str, verbose: bool) -> tup
         return f"\nError: GroupId {group_id} is not a consumer group ({g['protocol_type']}).\n", ""
     members = _rows(tables, "group_members", group_id)
     if view == "state":
-        return _state(g, members, verbose), _notice(g)
+        history = _history(g, *(_rows(tables, t, group_id, optional=True) for t in (*HISTORY, "consumer_lag")))
+        return _state(g, members, verbose) + history, _notice(g)
     if view == "members":
         targets = _rows(tables, "group_target_assignments", group_id) if g["group_type"] != "classic" else []
         return _members(g, members, targets, verbose), _notice(g)
@@ -39,8 +42,10 @@ def describe_group(output: Path, group_id: str, view: str, verbose: bool) -> tup
                     _rows(tables, "consumer_lag", group_id), verbose)
 
 
-def _rows(tables: Snapshot, table: str, group_id: str) -> list[dict[str, Any]]:
+def _rows(tables: Snapshot, table: str, group_id: str, optional: bool = False) -> list[dict[str, Any]]:
     if table not in tables.versions:
+        if optional:
+            return []
         raise BadInput(f"--output {tables.output}: no {table} table there; run `offsetlake rebuild` first")
     dataset = tables.open(table).to_pyarrow_dataset()
     return dataset.to_table(filter=pc.field("group_id") == group_id).to_pylist()
@@ -172,3 +177,25 @@ def _strategy(g: dict, members: list[dict]) -> str:
         return MISSING
     assignors = Counter(m["server_assignor"] for m in members if m["server_assignor"])
     return assignors.most_common(1)[0][0] if assignors else "uniform"
+
+
+def _history(g: dict, events: list[dict], status: list[dict], lag: list[dict]) -> str:
+    """What the history tables add to --state: the last rebalance, rebalances in the day before as_of, the
+    group's Burrow status, and its worst lag in offsets and in seconds (consumer_lag.lag_seconds)."""
+    as_of = g["as_of"]
+    rebalances = sorted((e["event_timestamp"], e["record_offset"]) for e in events
+                        if e["event"] == "rebalanced" and e["event_timestamp"] is not None)
+    last_day = sum(1 for ts, _ in rebalances if as_of is None or ts > as_of - timedelta(days=1))
+    lags = [r["lag"] for r in lag if r["lag"] is not None]
+    seconds = [r["lag_seconds"] for r in lag if r["lag_seconds"] is not None]
+    header = ["LAST-REBALANCE", "REBALANCES-LAST-DAY", "STATUS", "MAX-LAG", "MAX-LAG-SECONDS"]
+    row = [_instant(rebalances[-1][0]) if rebalances else MISSING, str(last_day),
+           status[0]["group_status"] if status else MISSING,
+           str(max(lags)) if lags else MISSING, f"{max(seconds):.1f}" if seconds else MISSING]
+    widths = [max(25, len(row[0])), 20, 15, 15]
+    return "\n" + _printf(widths, header) + "\n" + _printf(widths, row) + "\n"
+
+
+def _instant(ts: Any) -> str:
+    """An ISO-8601 UTC instant, as the tables' timestamps are UTC."""
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"

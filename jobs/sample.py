@@ -124,7 +124,7 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
     a broker log dir there); returns what was written."""
     if log_dir is not None:
         _check_empty(log_dir)  # before anything is written
-    rng = random.Random(seed)
+    rng, ends_rng = random.Random(seed), random.Random(seed + 1)
     partitions = defaults()["rebuild"]["offsets_topic_partitions"]
     names = ("orders", "payments", "clicks", "audit", "inventory", "events")
     topics = {f"{names[i % len(names)]}-{i}": rng.randint(1, 12) for i in range(max(4, records // 20_000))}
@@ -145,8 +145,12 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
         now = START_MS + tick * tick_ms
         for g in groups:
             _step(rng, g, now, topics, topic_ids, writer, keys)
-        if tick > ticks - END_OFFSET_SNAPSHOTS:  # kafka-get-offsets.sh run after each of the last ticks
-            snapshots.append((now, _log_ends(rng, groups, topics, now, snapshots[-1][1] if snapshots else {})))
+        # kafka-get-offsets.sh run after each of the last ticks and now and then before: enough snapshots to
+        # bracket when the log end passed a stalled consumer's offset (lag in seconds). Their own random
+        # stream, so the records do not depend on how many snapshots there are.
+        if tick > ticks - END_OFFSET_SNAPSHOTS or tick % max(1, ticks // END_OFFSET_SNAPSHOTS) == 0:
+            ends = _log_ends(ends_rng, groups, topics, now, snapshots[-1][1] if snapshots else {})
+            snapshots.append((now, ends))
     end = START_MS + ticks * tick_ms
     _damage(writer, groups[0].group_id, end)
     _open_transaction(rng, groups, end, topics, topic_ids, writer, keys)

@@ -145,8 +145,10 @@ def partition_status(window: Column, snapshots: Column, current_lag: Column, at:
     # Rule 3 (checkIfOffsetsStopped): no commit for longer than the window spans, with "now" = as_of ...
     stopped = (micros(at) - micros(last.committed_at)) > (micros(last.committed_at) - micros(first.committed_at))
     # ... unless the log end sat at or below the newest commit in the recent snapshots (checkIfRecentLagZero:
-    # Burrow's ring of `intervals` broker offsets).
-    recent_ends = F.slice(snapshots, F.greatest(F.size(snapshots) - intervals + 1, F.lit(1)), intervals)
+    # Burrow's ring of `intervals` broker offsets, all fetched since the consumer stopped: a snapshot older
+    # than the newest commit says nothing about whether the log moved on after it).
+    since_last = F.filter(snapshots, lambda s: s.observed_at >= last.committed_at)
+    recent_ends = F.slice(since_last, F.greatest(F.size(since_last) - intervals + 1, F.lit(1)), intervals)
     recent_lag_zero = F.coalesce(F.exists(recent_ends, lambda s: s.log_end_offset <= last.committed_offset),
                                  F.lit(False))
     # Rule 2 (checkIfOffsetsRewind, checkIfRewindRecovered): the first step back, not made good later.

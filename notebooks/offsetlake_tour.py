@@ -97,3 +97,103 @@ spark.sql("""
   SELECT group_id, topic, partition, producer_id, offset AS pending_offset, record_offset
   FROM pending_transactions ORDER BY group_id, topic, partition
 """).show(truncate=False)
+
+# COMMAND ----------
+
+# MAGIC %md ## 7. Burrow's verdict at as_of: who stalled, who stopped, who was rewound
+# MAGIC `group_status` applies Burrow's rules to each partition's last commits (`--status-window`); the
+# MAGIC group's status is the worst of its partitions. Any `--as-of` backtests an alert rule.
+
+# COMMAND ----------
+
+spark.sql("""
+  SELECT group_id, group_status, topic, partition, status, rule, window_commits
+  FROM group_status WHERE group_status != 'OK' ORDER BY group_id, topic, partition
+""").show(truncate=False)
+
+# COMMAND ----------
+
+# MAGIC %md ## 8. Rebalances: how often, and who left
+# MAGIC One `group_events` row per group-level change (a classic rebalance or move to Empty, a modern epoch
+# MAGIC or membership change), compared with the change before it.
+
+# COMMAND ----------
+
+spark.sql("""
+  SELECT e.group_id, count(*) AS rebalances_last_day, max(e.event_timestamp) AS last_rebalance,
+         sum(size(e.members_left)) AS members_left
+  FROM group_events e JOIN consumer_groups g USING (group_id)
+  WHERE e.event = 'rebalanced' AND e.event_timestamp > g.as_of - INTERVAL 1 DAY
+  GROUP BY e.group_id ORDER BY rebalances_last_day DESC LIMIT 5
+""").show(truncate=False)
+
+# COMMAND ----------
+
+# MAGIC %md ## 9. Lag in time, and whether the group is catching up
+# MAGIC `lag_seconds` interpolates when the log end passed the committed offset from the end-offset
+# MAGIC snapshots (`end_offsets_history`); the rates are offsets per second over `--rate-window-minutes`.
+
+# COMMAND ----------
+
+spark.sql("""
+  SELECT group_id, topic, partition, lag, round(lag_seconds, 1) AS lag_seconds,
+         round(consume_rate, 3) AS consume_rate, round(produce_rate, 3) AS produce_rate, catch_up_seconds
+  FROM consumer_lag WHERE lag_seconds IS NOT NULL ORDER BY lag_seconds DESC LIMIT 10
+""").show(truncate=False)
+
+# COMMAND ----------
+
+# MAGIC %md ## 10. A group over time: committed offset, lag, and its rebalance timeline
+# MAGIC The plots are shown, and saved as PNG images beside the tables.
+
+# COMMAND ----------
+
+import matplotlib  # noqa: E402
+
+if "DATABRICKS_RUNTIME_VERSION" not in os.environ and not os.environ.get("DISPLAY"):
+    matplotlib.use("Agg")  # no screen: draw into files only
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+PLOTS = WORK / "plots"
+PLOTS.mkdir(parents=True, exist_ok=True)
+GROUP, TOPIC, PARTITION = "stall-app", "lagging-0", 0
+
+commits = spark.sql(f"""
+  SELECT commit_timestamp, committed_offset FROM offset_commits
+  WHERE group_id = '{GROUP}' AND topic = '{TOPIC}' AND partition = {PARTITION} AND committed_offset IS NOT NULL
+  ORDER BY record_offset
+""").toPandas()
+ends = spark.sql(f"""
+  SELECT observed_at, log_end_offset FROM end_offsets_history
+  WHERE topic = '{TOPIC}' AND partition = {PARTITION} ORDER BY observed_at
+""").toPandas()
+# The lag at each commit: the log end interpolated between the snapshots around it, minus the commit.
+seconds = lambda ts: ts.astype("datetime64[ns]").astype("int64") / 1e9  # noqa: E731
+commits["lag"] = np.interp(seconds(commits["commit_timestamp"]), seconds(ends["observed_at"]),
+                           ends["log_end_offset"]) - commits["committed_offset"]
+
+fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
+top.step(commits["commit_timestamp"], commits["committed_offset"], where="post", label="committed offset")
+top.plot(ends["observed_at"], ends["log_end_offset"], "o--", label="log end offset (snapshots)")
+top.set_ylabel("offset")
+top.legend()
+bottom.plot(commits["commit_timestamp"], commits["lag"], color="tab:red")
+bottom.set_ylabel("lag (offsets)")
+fig.suptitle(f"{GROUP} on {TOPIC}-{PARTITION}")
+fig.savefig(PLOTS / "offset_and_lag.png", dpi=90)
+plt.show()
+
+events = spark.sql("""
+  SELECT event_timestamp, event, member_count FROM group_events
+  WHERE group_id = 'flapping-app' ORDER BY event_timestamp, record_offset
+""").toPandas()
+fig, ax = plt.subplots(figsize=(9, 3))
+for event, rows in events.groupby("event"):
+    ax.scatter(rows["event_timestamp"], rows["member_count"], label=event, s=18)
+ax.set_ylabel("members after the event")
+ax.set_title("flapping-app: rebalance timeline")
+ax.legend()
+fig.savefig(PLOTS / "rebalances.png", dpi=90)
+plt.show()
+print("plots:", sorted(p.name for p in PLOTS.glob("*.png")))

@@ -128,6 +128,10 @@ def test_the_notebook_runs_locally(spark, tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "protocol_type" in out and "total_lag" in out and "unknown value version 9 for record type 1" in out
     assert "pending_offset" in out and "eos-app-" in out  # an exactly-once application's open transaction
+    # The history sections: Burrow's verdicts, rebalance counts, lag in time, and both plots as images.
+    assert "STALL" in out and "rebalances_last_day" in out and "flapping-app" in out and "lag_seconds" in out
+    for image in ("offset_and_lag.png", "rebalances.png"):
+        assert (tmp_path / "plots" / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", image
 
 
 def test_the_demos_commit_history_is_the_reference_replays(demo):
@@ -148,3 +152,27 @@ def test_the_demos_commit_history_is_the_reference_replays(demo):
                   r["committed_offset"], r["previous_offset"], r["producer_id"]) for r in rows)
     assert len(got) > 10_000 and any(r[5] != -1 for r in got)  # transactional commits are in it
     assert got == want
+
+
+def test_burrows_rules_catch_the_samples_trouble_groups(demo):
+    """The sample's stalled, stopped and rewound consumers are caught by group_status, and `describe --state`
+    shows the history facts: the flapping group's rebalances, the worst lag in seconds."""
+    base, _ = demo
+    status = DeltaTable(str(base / "tables" / "group_status")).to_pyarrow_table().to_pylist()
+    worst = {r["group_id"]: r["group_status"] for r in status}
+    rules = {(r["group_id"], r["status"]) for r in status}
+    assert worst["stall-app"] == "ERR" and ("stall-app", "STALL") in rules
+    assert worst["stop-app"] == "ERR" and ("stop-app", "STOP") in rules
+    assert worst["rewind-app"] == "ERR" and ("rewind-app", "REWIND") in rules
+    assert worst["flapping-app"] == "OK"
+
+    def state(group: str) -> list[str]:
+        result = CliRunner().invoke(cli, ["describe", "--output", str(base / "tables"), "--group", group, "--state"])
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.split("\n")
+        assert lines[4].split() == ["LAST-REBALANCE", "REBALANCES-LAST-DAY", "STATUS", "MAX-LAG", "MAX-LAG-SECONDS"]
+        return lines[5].split()
+
+    stalled, flapping = state("stall-app"), state("flapping-app")
+    assert stalled[2] == "ERR" and float(stalled[4]) > 0
+    assert flapping[2] == "OK" and int(flapping[1]) >= 4 and flapping[0].endswith("Z")  # a rebalance every tick (5 h)

@@ -22,6 +22,7 @@ SNAPSHOTS = {
     **{p: STEADY for p in (1, 2, 4, 5, 6, 7, 8, 10)},
     3: [(-60, 1000), (0, 7000)],
     13: [(-60, 100), (-30, 400), (0, 1000)],
+    14: [(-60, 100), (-30, 1000)],
     12: [(-60, 0), (-2, 5800), (1, 100_000)],  # the last is after as_of: never read
 }
 LAST4 = (-4, -3, -2, -1)
@@ -40,6 +41,8 @@ CASES = [
     ("stuck", "t", 12, [*zip(LAST4, (5000, 5200, 5400, 5600)), (1, 100)]),  # the rewind at +1 min is after as_of: OK
     ("gone", "t", 3, list(zip(LONG_AGO, (100, 200, 300, 400)))),     # stopped with lag: STOP
     ("vetoed", "t", 13, list(zip(LONG_AGO, (200, 250, 300, 400)))),  # stopped, but a recent log end was at 400: OK
+    # stopped with lag: the log end at 100, before the newest commit, is no veto
+    ("gone", "t", 14, list(zip(LONG_AGO, (200, 250, 300, 400)))),
     ("rewound", "t", 5, list(zip(LAST4, (5000, 5400, 5100, 5200)))), # rewind, not recovered: REWIND
     ("blind", "dark", 0, list(zip(LONG_AGO, (1, 2, 3, 4)))),         # no lag known; stopped: STOP
     ("blind", "dark", 1, list(zip(LAST4, (7,) * 4))),                # no lag known: STALL cannot be told: OK
@@ -59,6 +62,7 @@ EXPECTED = {
     ("stuck", "t", 4): ("STALL", "ERR", "same offset"),
     ("stuck", "t", 12): ("OK", "ERR", "lag decreased"),
     ("gone", "t", 3): ("STOP", "ERR", "no commit for longer than the window spans"),
+    ("gone", "t", 14): ("STOP", "ERR", "no commit for longer than the window spans"),
     ("vetoed", "t", 13): ("OK", "OK", "within allowed-lag at a commit"),
     ("rewound", "t", 5): ("REWIND", "ERR", "moved the offset back"),
     ("blind", "dark", 0): ("STOP", "ERR", "no commit for longer than the window spans"),
