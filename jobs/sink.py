@@ -4,8 +4,9 @@ Every table is first staged as Parquet by Spark (distributed, schema enforced), 
 have been computed is each Delta table replaced. So a run that fails while computing leaves every previous
 table as it was, and each replacement is a single Delta commit (readers see the old or the new version).
 
-* delta-rs (`deltalake`), the default: the staged files are streamed batch by batch into the commit, so
-  the driver never holds a whole table.
+* delta-rs (`deltalake`), the default: Spark's staged Parquet files become the table's data files as they
+  are (hard-linked into the table folder, then one commit adds them and removes the previous version's), so a
+  table is written once, by Spark, and the driver never reads it.
 * Spark's Delta writer, when `io.delta` is on the classpath (Databricks, `--packages io.delta:...`).
 
 The set of tables is atomic too: every commit is tagged with the run, and the run is recorded in DIR/_runs
@@ -68,7 +69,8 @@ class TableSink:
             pq.write_table(arrow_schema(table).empty_table(), path / "part-00000.parquet")
         else:
             self.spark.sparkContext.setJobDescription(f"offsetlake: table {table}")  # names its jobs in Spark's UI
-            conform(df, table).write.mode("overwrite").parquet(str(path))
+            # Laid out as the Delta table will be: a partition column lives in folder names, not in the files.
+            conform(df, table).write.mode("overwrite").partitionBy(*partition_columns(table)).parquet(str(path))
         self.rows[table] = pads.dataset(path, format="parquet").count_rows()  # from footers, cheap
         log.info("computed %s: %d rows", table, self.rows[table])
 
@@ -132,13 +134,23 @@ class TableSink:
             parent.rmdir()
 
     def _commit_delta_rs(self, table: str, target: Path, run_id: str) -> None:
-        from deltalake import write_deltalake
-        from deltalake.transaction import CommitProperties
+        """One overwrite commit whose data files are the staged files, linked into the table folder (same file
+        system: no copy). The commit removes every file of the previous version; until it lands, the new
+        files are unreferenced, so a run killed here leaves the table as it was."""
+        from deltalake import DeltaTable, Schema
+        from deltalake.transaction import CommitProperties, create_table_with_add_actions
 
-        target.mkdir(parents=True, exist_ok=True)
-        write_deltalake(str(target), self._staged_batches(table), mode="overwrite", schema_mode="overwrite",
-                        partition_by=partition_columns(table) or None,
-                        commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+        staged = self.staging / table
+        adds = [a for a in (_add_action(staged, f, target) for f in _data_files(staged)) if a is not None]
+        schema = Schema.from_arrow(arrow_schema(table))
+        partitions = partition_columns(table) or None
+        properties = CommitProperties(custom_metadata=commit_metadata(run_id))
+        if (target / "_delta_log").is_dir():
+            DeltaTable(str(target)).create_write_transaction(adds, "overwrite", schema, partitions,
+                                                             commit_properties=properties)
+        else:
+            create_table_with_add_actions(str(target), schema, adds, mode="overwrite", partition_by=partitions,
+                                          commit_properties=properties)
 
     def _staged_batches(self, table: str) -> pa.RecordBatchReader:
         """The staged table, batch by batch with its contract's Arrow types (the driver never holds it whole)."""
@@ -147,7 +159,7 @@ class TableSink:
         return pa.RecordBatchReader.from_batches(schema, (batch.cast(schema) for batch in dataset.to_batches()))
 
     def _commit_spark(self, table: str, target: Path, run_id: str) -> None:
-        staged = self.spark.read.parquet(str(self.staging / table))
+        staged = self.spark.read.schema(spark_schema(table)).parquet(str(self.staging / table))
         staged.write.format("delta").partitionBy(*partition_columns(table)).mode("overwrite") \
             .option("overwriteSchema", "true") \
             .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
@@ -168,6 +180,41 @@ class TableSink:
         staged.write.format("delta").mode("overwrite").partitionBy(SNAPSHOT_PARTITION) \
             .option("replaceWhere", as_of_predicate(as_of, "spark")).option("mergeSchema", "true") \
             .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
+
+
+def _data_files(staged: Path) -> list[Path]:
+    """A staged table's Parquet files (Spark's markers and checksums aside), partition folders included."""
+    return sorted(p for p in staged.rglob("*.parquet") if not p.name.startswith((".", "_")))
+
+
+def _add_action(staged: Path, file: Path, target: Path):
+    """`file`, staged under `staged`, hard-linked to the same relative path under `target` (copied where the
+    file system has no links), as a Delta add action: its size, partition values from the hive-style
+    folders Spark wrote (`commit_date=2026-11-20`), and its row count from the Parquet footer. None for a
+    file without rows: an empty table has no data files (its schema is in the log)."""
+    import json
+    from urllib.parse import quote, unquote
+
+    from deltalake.transaction import AddAction
+
+    rows = pq.ParquetFile(file).metadata.num_rows
+    if not rows:
+        return None
+    relative = file.relative_to(staged)
+    placed = target / relative
+    placed.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(file, placed)
+    except OSError:
+        shutil.copyfile(file, placed)
+    partition_values = {}
+    for folder in relative.parts[:-1]:
+        name, _, value = folder.partition("=")
+        partition_values[name] = None if value == "__HIVE_DEFAULT_PARTITION__" else unquote(value)
+    stat = placed.stat()
+    stats = json.dumps({"numRecords": rows})
+    return AddAction(quote(relative.as_posix(), safe="/="), stat.st_size, partition_values,
+                     int(stat.st_mtime * 1000), True, stats)
 
 
 def as_of_predicate(as_of: datetime, engine: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from jobs.errors import BadInput
-from jobs.raw import check_columns
+from jobs.raw import OPTIONAL, REQUIRED, check_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -20,26 +20,33 @@ if TYPE_CHECKING:
 _INT32 = 1 << 31
 
 
-def check_dump(location: str) -> None:
-    """Every data file of a local dump is Parquet and has the contract's columns (the rules of jobs.raw)."""
+def check_dump(location: str) -> str | None:
+    """Every data file of a local dump is Parquet and has the contract's columns (the rules of jobs.raw).
+
+    Returns the Spark schema (DDL) of the contract's columns when every file agrees on it, so Spark can open
+    the dump without a job to infer it (None: a remote dump, or files that differ)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if "://" in location:
-        return
+        return None
     root = Path(location)
     if not root.exists():
         raise BadInput(f"--source parquet:{location}: no such file or directory")
     files = [(root, {})] if root.is_file() else list(_data_files(root))
     if not files:
         raise BadInput(f"--source parquet:{location}: no Parquet files in this folder")
+    seen = set()
     for path, partition_columns in files:
         where = f"--source parquet:{location}" + ("" if path == root else f": {path.relative_to(root)}")
         try:
             schema = pq.read_schema(path)
         except (pa.ArrowException, OSError) as e:  # ArrowInvalid: no Parquet magic bytes, a cut-off footer
             raise BadInput(f"{where}: cannot read Parquet ({str(e).strip().splitlines()[0][:200]})") from None
-        check_columns({**{f.name: spark_type(f.type) for f in schema}, **partition_columns}, where)
+        types = {**{f.name: spark_type(f.type) for f in schema}, **partition_columns}
+        check_columns(types, where)
+        seen.add(tuple((name, types[name]) for name in (*REQUIRED, *OPTIONAL) if name in types))
+    return ", ".join(f"`{name}` {dtype}" for name, dtype in seen.pop()) if len(seen) == 1 else None
 
 
 def _data_files(root: Path) -> Iterator[tuple[Path, dict[str, str]]]:
@@ -92,9 +99,10 @@ def spark_type(arrow: pa.DataType) -> str:
 
 def read_parquet(spark: SparkSession, location: str) -> DataFrame:
     """Open the dump lazily; a missing or unreadable path is the user's error, not a traceback."""
-    if "://" not in location and not Path(location).exists():
-        raise BadInput(f"--source parquet:{location}: no such file or directory")
+    schema = check_dump(location)  # a local dump's footers, read again: milliseconds, and no Spark job
     try:
+        if schema is not None:
+            return spark.read.schema(schema).parquet(location)
         # Schema inference reads the footers now, so a file that is not Parquet fails here, before any work.
         return spark.read.parquet(location)
     except Exception as e:  # AnalysisException, or a Py4JJavaError from the footer reader
