@@ -24,7 +24,8 @@ from jobs.reduce import reduce_log, scattered_bad_keys
 from jobs.replay import replay
 from jobs.sink import TableSink
 from jobs.status import STATUS_WINDOW, group_status
-from jobs.sources import read_source
+from jobs.session import sized_for
+from jobs.sources import input_bytes, read_source
 from jobs.sources.end_offsets import is_live, live_cluster, live_end_offsets, read_end_offsets
 from jobs.sources.topic_ids import read_topic_ids
 from jobs.tables import TABLES, spark_schema
@@ -188,6 +189,11 @@ def _family(name: str) -> str | None:
 
 def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     """Read, rebuild and write every table; returns the run summary (the CLI prints it as JSON)."""
+    with sized_for(spark, input_bytes(cfg.source)):
+        return _run(spark, cfg)
+
+
+def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     started = time.monotonic()
     # Live end offsets (--end-offsets kafka[:HOST:PORT]) are fetched after the rebuild, for its committed offsets.
     live_ends = live_cluster(cfg.end_offsets, cfg.source, cfg.kafka) if cfg.end_offsets and is_live(cfg.end_offsets) else None

@@ -45,6 +45,20 @@ def check_source(source: SourceSpec, kafka: KafkaOptions | None = None) -> None:
         Cluster.open(source.location, kafka or KafkaOptions(), f"--source kafka:{source.location}")
 
 
+def input_bytes(source: SourceSpec) -> int | None:
+    """The bytes a local source holds (a dump's data files, a log dir's segments); None for a cluster or a
+    remote dump, whose size is not known before reading it."""
+    if source.kind == "parquet" and "://" not in source.location:
+        from jobs.sources.parquet import dump_bytes
+
+        return dump_bytes(source.location)
+    if source.kind == "segments":
+        from jobs.sources.segments import plan_segments
+
+        return sum(p.size for p in plan_segments(source.location).partitions)
+    return None
+
+
 def read_source(spark: SparkSession, source: SourceSpec, kafka: KafkaOptions | None = None) -> SourceRead:
     """Read raw offsets-topic records from `source` (`kafka` configures a live cluster source)."""
     if source.kind == "parquet":

@@ -49,6 +49,12 @@ def check_dump(location: str) -> str | None:
     return ", ".join(f"`{name}` {dtype}" for name, dtype in seen.pop()) if len(seen) == 1 else None
 
 
+def dump_bytes(location: str) -> int:
+    """The size of a local dump's data files."""
+    root = Path(location)
+    return root.stat().st_size if root.is_file() else sum(path.stat().st_size for path, _ in _data_files(root))
+
+
 def _data_files(root: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     """The files Spark reads under `root`, with the columns of their `name=value` folders (partition discovery).
 
