@@ -294,6 +294,10 @@ def test_real_log_dirs_rebuild_as_the_reference_replay_says(spark, shared_testda
         for m in tables["group_members"].collect():
             members.setdefault((m.coordinator_partition, m.group_id), set()).add(m.member_id)
         committed, expired = tables["committed_offsets"].collect(), tables["expired_offsets"].collect()
+        # The commit history too: every offset record applied, in log order, with what it replaced.
+        history = sorted((r.coordinator_partition, r.record_offset, (r.group_id, r.topic, r.partition),
+                          r.committed_offset, r.previous_offset, r.producer_id)
+                         for r in tables["offset_commits"].collect())
     finally:
         frame.unpersist()
     # With a century of retention only an explicit expireTimestamp (value v1) can expire an offset, and
@@ -317,6 +321,7 @@ def test_real_log_dirs_rebuild_as_the_reference_replay_says(spark, shared_testda
         assert stamp == g.current_state_timestamp or g.is_simple, key
         assert (got.member_count, members.get(key, set())) == (len(g.member_ids), set(g.member_ids)), key
     assert set(groups) <= set(want.groups) and len(groups) > 20
+    assert history == sorted(tuple(a) for a in want.history) and len(history) > 1000
 
 
 def test_a_real_log_dir_through_the_cli(shared_testdata, tmp_path):
