@@ -87,7 +87,7 @@ def _tuned(spark: SparkSession) -> SparkSession:
     return spark
 
 
-# Below this many input bytes (about 100k offset commits in a dump, 10k in a log dir) a rebuild's plans run
+# Below this many input bytes (about 90k offset commits in a dump, 4k in a log dir) a rebuild's plans run
 # on a few rows each, and compiling them (whole-stage code generation, Janino) costs more than it saves:
 # 5 to 10 of a small rebuild's 30 seconds. Above it compiled code wins (1M records: 20 seconds sooner).
 SMALL_INPUT_BYTES = 1 << 20
