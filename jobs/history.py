@@ -41,11 +41,11 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     or a whole checked log; `log`: the whole log (jobs.records.log_records) the reduced log came from, whose
     plain commits are read natively here; `transactions`: the records hold transactional records or markers.
     """
-    if log is not None and "reduced" in valid.columns:
-        kept = _kept_whole(valid.where(~F.col("reduced")), transactions).withColumn("proven", F.lit(True))
-        applied = _plain_records(log, as_of).unionByName(kept)
-    else:
-        applied = _kept_whole(valid, transactions).withColumn("proven", F.lit(True))
+    from_log = log is not None and "reduced" in valid.columns
+    kept = _kept_whole(valid.where(~F.col("reduced")) if from_log else valid, transactions)
+    applied = kept.withColumn("proven", F.lit(True))  # checked records: valid
+    if from_log:
+        applied = _plain_records(log, as_of).unionByName(applied)
     # A plain record the native reader does not prove is kept out of its key's window (in a keyless one of its
     # own) and dropped after the window: a filter below it would be pushed into the reader's projection and
     # inline its helper columns, each many times (measured: five times slower).
