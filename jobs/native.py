@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import count
-from typing import Union
+from typing import Callable, Sequence, TypeVar, Union
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -93,9 +93,8 @@ def signed(buf: Column, pos: Position, width: int) -> Column:
     """Big-endian two's-complement integer of `width` bytes at pos, as a bigint."""
     if width == 8:
         return F.conv(F.hex(_slice(buf, pos, 8)), 16, -10).cast("bigint")
-    raw = unsigned(buf, pos, width)
-    half = 1 << (8 * width - 1)
-    return F.when(raw >= half, raw - 2 * half).otherwise(raw)
+    spare = 64 - 8 * width  # sign-extend: the top bit of `width` bytes moved to the top of 64 and back
+    return F.shiftright(F.shiftleft(unsigned(buf, pos, width), spare), spare)
 
 
 def uuid_text(raw: Column) -> Column:
@@ -103,45 +102,120 @@ def uuid_text(raw: Column) -> Column:
     return F.substring(F.translate(F.base64(raw), "+/", "-_"), 1, 22)
 
 
-def _string(s: _Steps, buf: Column, pos: Position, fp: FieldPlan) -> tuple[Column, Column, Position]:
-    """(ok, value, end) of a string field, as offsets_codec.wire.string_reader reads it."""
-    if fp.compact:
-        # uvarint length + 1 in one byte (< 0x80); 0 is null. Longer varints are left to the codec.
-        head = s.bind(unsigned(buf, pos, 1))
-        n = head - 1
-        start = _plus(pos, 1)
-        length_ok = (head >= 1) & (head < 0x80)
-        null_ok = (head == 0) if fp.nullable else F.lit(False)
-    else:
-        # Most strings here are empty (commit metadata): no text conversion for those.
-        n = s.bind(F.when(_slice(buf, pos, 2) == F.lit(b"\x00\x00"), F.lit(0).cast("bigint"))
-                   .otherwise(signed(buf, pos, 2)))
-        start = _plus(pos, 2)
-        length_ok = n >= 0
-        null_ok = (n == -1) if fp.nullable else F.lit(False)
+IsVersion = Callable[[Sequence[int]], Column]
+T = TypeVar("T", int, Column)
+
+
+def _same(a: object, b: object) -> bool:
+    return a == b if isinstance(a, int) and isinstance(b, int) else a is b
+
+
+def _by_version(values: dict[int, T], is_version: IsVersion) -> T | Column:
+    """The one value all versions share, or a CASE over the version. Values are shared objects (ints, or one
+    Column object per variant), so versions that agree cost nothing at run time."""
+    groups: list[tuple[T, list[int]]] = []
+    for v, value in values.items():
+        match = next((g for g in groups if _same(g[0], value)), None)
+        if match is None:
+            groups.append((value, [v]))
+        else:
+            match[1].append(v)
+    if len(groups) == 1:
+        return groups[0][0]
+    case = None
+    for value, versions in groups:
+        lit = F.lit(value) if isinstance(value, int) else value
+        case = F.when(is_version(versions), lit) if case is None else case.when(is_version(versions), lit)
+    return case
+
+
+class _Walk:
+    """Reads one struct at several versions at once. Each version keeps its own byte position, a Python int
+    while it is known when compiling; a field shared by versions is read once, at a position that is a CASE
+    over the version only where their positions differ (offset-commit values: the metadata string after
+    leaderEpoch, which only versions 3+ have). One read per field, not one per version, keeps the generated
+    code small enough for the JIT (see `hugeMethodLimit` in conf/offsetlake.toml)."""
+
+    def __init__(self, buf: Column, versions: Sequence[int], start: int, guard: Column | None,
+                 is_version: IsVersion | None) -> None:
+        self.buf = buf
+        self.versions = list(versions)
+        self.pos: dict[int, Position] = {v: start for v in self.versions}
+        self.steps = _Steps(guard)
+        if is_version is None and len(self.versions) > 1:
+            raise ValueError("reading several versions needs is_version")
+        self.is_version = is_version or (lambda _versions: F.lit(True))
+
+    def merged(self, values: dict[int, T]) -> T | Column:
+        return _by_version(values, self.is_version)
+
+    def at(self, versions: Sequence[int]) -> Position:
+        """The position the next field starts at, in the given versions (a helper column when it varies)."""
+        position = self.merged({v: self.pos[v] for v in versions})
+        if isinstance(position, Column) and not any(position is self.pos[v] for v in versions):
+            return self.steps.bind(position)  # a new CASE: computed once, read by the field's several uses
+        return position
+
+    def only(self, versions: Sequence[int]) -> Column | None:
+        """The condition "the record is one of these versions", or None when it is every version read."""
+        return None if len(versions) == len(self.versions) else self.is_version(versions)
+
+
+def _string(w: _Walk, at: Position, fps: dict[int, FieldPlan]) -> tuple[Column, Column, Column]:
+    """(ok, value, end) of a string field, as offsets_codec.wire.string_reader reads it, in the versions of `fps`."""
+    buf = w.buf
+    lengths: dict[bool, Column] = {}
+    for compact in sorted({fp.compact for fp in fps.values()}):
+        if compact:
+            # uvarint length + 1 in one byte (< 0x80); 0 is null. Longer varints are left to the codec.
+            lengths[compact] = unsigned(buf, at, 1) - 1
+        else:
+            # Most strings here are empty (commit metadata): no text conversion for those.
+            lengths[compact] = F.when(_slice(buf, at, 2) == F.lit(b"\x00\x00"), F.lit(0).cast("bigint")).otherwise(
+                signed(buf, at, 2))
+    n = w.steps.bind(w.merged({v: lengths[fp.compact] for v, fp in fps.items()}))
+    short = {True: n < 0x7F, False: F.lit(True)}  # a compact length must fit the one-byte varint
+    null = {True: n == -1, False: F.lit(False)}
+    header = w.merged({v: 1 if fp.compact else 2 for v, fp in fps.items()})
+    start = _plus(at, header)
     size = F.greatest(n, F.lit(0).cast("bigint"))
-    end = s.bind(_plus(start, size))
+    end = w.steps.bind(_plus(start, size))
     text = _slice(buf, start, size).cast("string")
     utf8 = (n == 0) | F.is_valid_utf8(text)
+    length_ok = (n >= 0) & w.merged({v: short[fp.compact] for v, fp in fps.items()})
+    null_ok = w.merged({v: null[fp.nullable] for v, fp in fps.items()})
     ok = F.when(null_ok, _has(buf, start)).otherwise(
         length_ok & (n <= MAX_STRING_LENGTH) & _has(buf, end) & F.coalesce(utf8, F.lit(False)))
     value = F.when(length_ok, F.when(n == 0, F.lit("")).otherwise(text))
     return ok, value, end
 
 
-def _primitive(s: _Steps, buf: Column, pos: Position, fp: FieldPlan) -> tuple[Column, Column, Position]:
+def _fixed(buf: Column, at: Position, fp: FieldPlan) -> tuple[Column, Column, int]:
+    """(ok, value, width) of a fixed-size field."""
     t = fp.type
     if isinstance(t, Primitive) and t.name in _WIDTHS:
         width = _WIDTHS[t.name]
-        end = _plus(pos, width)
         reader = unsigned if t.name == "uint16" else signed
-        return _has(buf, end), reader(buf, pos, width), end
+        return _has(buf, _plus(at, width)), reader(buf, at, width), width
     if isinstance(t, Primitive) and t.name == "uuid":
-        end = _plus(pos, _UUID_BYTES)
-        return _has(buf, end), uuid_text(_slice(buf, pos, _UUID_BYTES)), end
-    if isinstance(t, Primitive) and t.name == "string":
-        return _string(s, buf, pos, fp)
+        return _has(buf, _plus(at, _UUID_BYTES)), uuid_text(_slice(buf, at, _UUID_BYTES)), _UUID_BYTES
     raise NotNative(f"{fp.name}: {t} is not read natively")
+
+
+def _field(w: _Walk, fps: dict[int, FieldPlan]) -> tuple[Column, Column]:
+    """Reads one untagged field in the versions that have it and moves their positions past it: (ok, value)."""
+    versions = list(fps)
+    at = w.at(versions)
+    fp = next(iter(fps.values()))
+    if isinstance(fp.type, Primitive) and fp.type.name == "string":
+        ok, value, end = _string(w, at, fps)
+        for v in versions:
+            w.pos[v] = end
+    else:
+        ok, value, width = _fixed(w.buf, at, fp)
+        for v in versions:
+            w.pos[v] = _plus(w.pos[v], width)
+    return ok, value
 
 
 def _fixed_size(fp: FieldPlan) -> int:
@@ -153,10 +227,10 @@ def _fixed_size(fp: FieldPlan) -> int:
     raise NotNative(f"tagged field {fp.name}: only fixed-size tagged fields are read natively")
 
 
-def _tagged_section(s: _Steps, buf: Column, pos: Position, plan: Plan) -> tuple[Column, dict[str, Column]]:
+def _tagged_section(buf: Column, pos: Position, plan: Plan, steps: _Steps) -> tuple[Column, dict[str, Column]]:
     """A flexible struct's tagged fields, in the two shapes brokers write: none at all, or every declared
     tagged field once, in tag order (each tag and size a one-byte varint). Trailing bytes are accepted."""
-    tag_count = s.bind(unsigned(buf, pos, 1))
+    tag_count = steps.bind(unsigned(buf, pos, 1))
     none = tag_count == 0
     every = tag_count == len(plan.tagged)
     at = _plus(pos, 1)
@@ -166,30 +240,49 @@ def _tagged_section(s: _Steps, buf: Column, pos: Position, plan: Plan) -> tuple[
         if fp.tag >= 0x80 or size >= 0x80:
             raise NotNative(f"tagged field {fp.name}: tag or size needs a multi-byte varint")
         header = _slice(buf, at, 2) == F.lit(bytes([fp.tag, size]))
-        payload_ok, value, at = _primitive(s, buf, _plus(at, 2), fp)
+        payload_ok, value, _ = _fixed(buf, _plus(at, 2), fp)
+        at = _plus(at, 2 + size)
         every = every & header & payload_ok
         values[fp.name] = F.when(none, F.lit(fp.default())).otherwise(value)
     return _has(buf, _plus(pos, 1)) & (none | (every if plan.tagged else F.lit(False))), values
 
 
-def read_struct(layout: Layout, version: int, buf: Column, start: int = 0, guard: Column | None = None) -> NativeRead:
-    """The struct `layout` at `version` read from `buf` at byte `start`; raises NotNative at compile time
-    when the layout holds a type this compiler does not read. `guard`: compute nothing where it fails."""
-    plan = plan_for(layout, version)
-    s = _Steps(guard)
+def read_struct(layout: Layout, versions: Sequence[int], buf: Column, start: int = 0, guard: Column | None = None,
+                is_version: IsVersion | None = None) -> NativeRead:
+    """The struct `layout` read from `buf` at byte `start`, in whichever of `versions` `is_version` says the
+    record is (not needed for one version); raises NotNative at compile time when the layout holds a type this
+    compiler does not read. A field a version lacks is null in it. `guard`: compute nothing where it fails."""
+    plans = {v: plan_for(layout, v) for v in versions}
+    w = _Walk(buf, versions, start, guard, is_version)
     ok: Column = F.lit(True)
     fields: dict[str, Column] = {}
-    pos: Position = start
-    for fp in plan.untagged:
-        field_ok, fields[fp.name], pos = _primitive(s, buf, pos, fp)
-        ok = ok & field_ok
-    if plan.flexible:
-        tags_ok, values = _tagged_section(s, buf, pos, plan)
-        ok = ok & tags_ok
-        fields.update(values)
+
+    def add(name: str, versions_with: Sequence[int], field_ok: Column, value: Column) -> None:
+        nonlocal ok
+        only = w.only(versions_with)
+        ok = ok & (field_ok if only is None else (~only | field_ok))
+        fields[name] = value if only is None else F.when(only, value)
+
+    for f in layout.fields:  # wire order: every version's untagged fields are in declaration order
+        fps = {v: plans[v].by_name[f.name] for v in versions
+               if f.name in plans[v].by_name and not plans[v].by_name[f.name].tagged}
+        if fps:
+            add(f.name, list(fps), *_field(w, fps))
+    sections: dict[tuple[str, ...], list[int]] = {}
+    for v in versions:
+        if plans[v].flexible:
+            sections.setdefault(tuple(fp.name for fp in plans[v].tagged), []).append(v)
+    for names, versions_with in sections.items():
+        tags_ok, values = _tagged_section(buf, w.at(versions_with), plans[versions_with[0]], w.steps)
+        only = w.only(versions_with)
+        ok = ok & (tags_ok if only is None else (~only | tags_ok))
+        for name, value in values.items():
+            if name in fields:
+                raise NotNative(f"{name}: tagged in some versions and untagged or differently placed in others")
+            fields[name] = value if only is None else F.when(only, value)
     if guard is not None:
         ok = guard & ok
-    return NativeRead(tuple(s.steps), F.coalesce(ok, F.lit(False)), fields)
+    return NativeRead(tuple(w.steps.steps), F.coalesce(ok, F.lit(False)), fields)
 
 
 # --- offset commits (record types 0 and 1) ----------------------------------------------------------
@@ -237,29 +330,20 @@ def _compile(what: str, column: str, _jvm: int) -> NativeRead:
 
 
 def _offset_key(key: Column) -> NativeRead:
-    read = read_struct(_KEY_LAYOUT, _KEY_LAYOUT.valid.lowest, key, start=2, guard=is_offset_key(key))
-    return NativeRead(read.steps, read.ok, read.fields)
+    return read_struct(_KEY_LAYOUT, [_KEY_LAYOUT.valid.lowest], key, start=2, guard=is_offset_key(key))
 
 
 def _offset_value(value: Column) -> NativeRead:
     head = F.substring(value, 1, 2)
-    reads = {v: read_struct(_VALUE_LAYOUT, v, value, start=2, guard=head == F.lit(_int16_bytes(v)))
-             for v in _VALUE_LAYOUT.versions}
-    version = F.lit(None).cast("smallint")
-    ok = F.lit(False)
-    for v, read in reads.items():
-        is_v = head == F.lit(_int16_bytes(v))
-        version = F.when(is_v, F.lit(v).cast("smallint")).otherwise(version)
-        ok = F.when(is_v, read.ok).otherwise(ok)
-    fields: dict[str, Column] = {"version": version}
-    for name in sorted({n for read in reads.values() for n in read.fields}):
-        column = F.lit(None)
-        for v, read in reads.items():
-            if name in read.fields:
-                column = F.when(head == F.lit(_int16_bytes(v)), read.fields[name]).otherwise(column)
-        fields[name] = column
-    steps = tuple(step for read in reads.values() for step in read.steps)
-    return NativeRead(steps, F.coalesce(ok, F.lit(False)), fields)
+    code = {v: F.lit(_int16_bytes(v)) for v in _VALUE_LAYOUT.versions}
+
+    def is_version(versions: Sequence[int]) -> Column:
+        return head == code[versions[0]] if len(versions) == 1 else head.isin(*(code[v] for v in versions))
+
+    versions = list(_VALUE_LAYOUT.versions)
+    read = read_struct(_VALUE_LAYOUT, versions, value, start=2, guard=is_version(versions), is_version=is_version)
+    version = _by_version({v: F.lit(v).cast("smallint") for v in versions}, is_version)
+    return NativeRead(read.steps, read.ok, {"version": version, **read.fields})
 
 
 def _sentinel(n: Column) -> Column:
@@ -267,14 +351,10 @@ def _sentinel(n: Column) -> Column:
     return F.when(n != -1, n)
 
 
-def offset_commit_struct(key: NativeRead, value: NativeRead) -> Column:
-    """decode.OFFSET_COMMIT_DDL columns of a valid, non-tombstone offset commit from its native reads (the
-    same values as decode.offset_commit_columns)."""
-    k, v = key.fields, value.fields
+def _value_columns(value: NativeRead) -> list[Column]:
+    v = value.fields
     topic_id = v["topicId"]
-    return F.struct(
-        k["topic"].alias("topic"),
-        k["partition"].cast("int").alias("partition"),
+    return [
         v["offset"].alias("committed_offset"),
         _sentinel(v["leaderEpoch"]).cast("int").alias("leader_epoch"),
         F.coalesce(v["metadata"], F.lit("")).alias("metadata"),
@@ -282,4 +362,17 @@ def offset_commit_struct(key: NativeRead, value: NativeRead) -> Column:
         _sentinel(v["expireTimestamp"]).alias("expire_timestamp_ms"),
         F.when(topic_id != ZERO_UUID, topic_id).alias("topic_id"),
         v["version"].alias("value_version"),
-    )
+    ]
+
+
+def offset_commit_values(value: NativeRead) -> Column:
+    """The value's part of decode.OFFSET_COMMIT_DDL (all but topic and partition) for a valid, non-tombstone
+    offset commit."""
+    return F.struct(*_value_columns(value))
+
+
+def offset_commit_struct(key: NativeRead, value: NativeRead) -> Column:
+    """decode.OFFSET_COMMIT_DDL columns of a valid, non-tombstone offset commit from its native reads (the
+    same values as decode.offset_commit_columns)."""
+    k = key.fields
+    return F.struct(k["topic"].alias("topic"), k["partition"].cast("int").alias("partition"), *_value_columns(value))
