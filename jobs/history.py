@@ -28,10 +28,10 @@ from jobs.replay import OFFSET_TYPES, committed_offsets, offset_key
 from jobs.transactions import resolve_transactions
 from jobs.types import ms_to_timestamp
 
-# What a history row holds before its movement is derived.
+# What a history row holds before its movement is derived and its key named.
 APPLIED = ["coordinator_partition", "offset_key", "record_offset", "source_record_offset", "record_timestamp",
-           "producer_id", "group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
-           "commit_timestamp_ms"]
+           "producer_id", "committed_offset", "leader_epoch", "metadata", "commit_timestamp_ms"]
+KEY = ["coordinator_partition", "offset_key"]
 
 
 def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: DataFrame | None = None) -> DataFrame:
@@ -46,10 +46,10 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     applied = kept.withColumn("proven", F.lit(True))  # checked records: valid
     if from_log:
         applied = _plain_records(log, as_of).unionByName(applied)
-    # A plain record the native reader does not prove is kept out of its key's window (in a keyless one of its
-    # own) and dropped after the window: a filter below it would be pushed into the reader's projection and
-    # inline its helper columns, each many times (measured: five times slower).
-    applied = applied.withColumn("window_key", F.when(F.col("proven"), F.col("offset_key")))
+    # A plain record whose value the native reader does not prove is kept out of its key's window (in a keyless
+    # one of its own) and dropped after the window: a filter below it would be pushed into the reader's
+    # projection and inline its helper columns, each many times (measured: five times slower).
+    applied = applied.withColumn("window_key", F.when(F.col("proven"), F.col("offset_key"))).drop("offset_key")
     by_key = Window.partitionBy("coordinator_partition", "window_key").orderBy("record_offset", "source_record_offset")
     if transactions:
         # Two commits of one key in one transaction share its marker's position: the later one replaced the
@@ -61,8 +61,16 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
             applies).drop("superseded", "newest_before")
     previous = F.lag("committed_offset").over(by_key)
     previous_time = F.lag("record_timestamp").over(by_key)
-    rows = applied.select("*", previous.alias("previous_offset"), previous_time.alias("previous_timestamp"))
-    return rows.select(
+    # The key's records after this one: its whole window counted once (no second sort), less this row's rank.
+    later = F.count(F.lit(1)).over(Window.partitionBy("coordinator_partition", "window_key")) - F.row_number().over(by_key)
+    rows = applied.select("*", previous.alias("previous_offset"), previous_time.alias("previous_timestamp"),
+                          later.alias("later_records"))
+    # Keys are named after the window, from the few distinct keys (a key whose bytes the native reader does not
+    # prove has no name, and its records are not applied): no record's key is read, and the shuffle carries the
+    # key's bytes, not its three fields.
+    keys = F.broadcast(offset_keys(valid).withColumnRenamed("offset_key", "window_key"))
+    named = rows.where("proven").join(keys, ["coordinator_partition", "window_key"])
+    return named.select(
         "group_id", "topic", "partition",
         F.when(F.col("committed_offset").isNull(), "delete").otherwise("commit").alias("kind"),
         "committed_offset", "previous_offset",
@@ -75,25 +83,34 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
         F.coalesce(F.col("committed_offset") < F.col("previous_offset"), F.lit(False)).alias("is_rewind"),
         "leader_epoch", "metadata", "producer_id", "coordinator_partition", "record_offset",
         F.to_date("record_timestamp").alias("commit_date"),
-        "source_record_offset", "proven",
-    ).where("proven").drop("proven")
+        "source_record_offset", "later_records",
+    )
+
+
+def offset_keys(valid: DataFrame) -> DataFrame:
+    """coordinator_partition, offset_key, group_id, topic, partition: each offset key among the valid records,
+    once (every key with a valid record has one in the reduced log, whose rows each stand for a key or a
+    record). Both key types write the same bytes after their type (jobs.replay.offset_key)."""
+    keys = valid.where(F.col("record_type").isin(OFFSET_TYPES)).select(
+        "coordinator_partition", offset_key().alias("offset_key"), "key").dropDuplicates(KEY)
+    key = native.offset_key()
+    return native.with_read(keys, [key], {"group_id": key.fields["group"], "topic": key.fields["topic"],
+                                          "partition": key.fields["partition"].cast("int")}).drop("key")
 
 
 def _plain_records(log: DataFrame, as_of: datetime) -> DataFrame:
     """Plain (non-transactional) offset commits and tombstones up to as_of, from the whole log, with `proven`:
-    the native reader proves key and value valid (only those are applied; see offset_commits)."""
-    key, value = native.offset_key(), native.offset_value()
+    the native reader proves the value valid (only those are applied, and only on keys it proves: see
+    offset_commits)."""
+    value = native.offset_value()
     plain = (~F.col("is_control") & (F.col("producer_id") == NO_PRODUCER) & native.is_offset_key(F.col("key"))
              & ~after(as_of))
-    commit = native.offset_commit_struct(key, value)
-    read = native.with_read(log.where(plain), [key, value], {
-        "proven": key.ok & (F.col("value").isNull() | value.ok), "group_id": key.fields["group"],
-        "commit": F.when(F.col("value").isNotNull(), commit),
-        "key_topic": key.fields["topic"], "key_partition": key.fields["partition"].cast("int")})
+    commit = native.offset_commit_values(value)
+    read = native.with_read(log.where(plain), [value], {
+        "proven": F.col("value").isNull() | value.ok, "commit": F.when(F.col("value").isNotNull(), commit)})
     return read.select(
         "coordinator_partition", offset_key().alias("offset_key"), "record_offset",
-        F.col("record_offset").alias("source_record_offset"), "record_timestamp", "producer_id", "group_id",
-        F.col("key_topic").alias("topic"), F.col("key_partition").alias("partition"),
+        F.col("record_offset").alias("source_record_offset"), "record_timestamp", "producer_id",
         "commit.committed_offset", "commit.leader_epoch", "commit.metadata", "commit.commit_timestamp_ms", "proven")
 
 
@@ -107,9 +124,7 @@ def _kept_whole(whole: DataFrame, transactions: bool) -> DataFrame:
     else:
         offsets = offsets.withColumn("applied_offset", F.col("record_offset"))
     values = committed_offsets(offsets.where(F.col("value").isNotNull()), keep=["key", "applied_offset"])
-    key = native.offset_key()
-    tombstones = native.with_read(offsets.where(F.col("value").isNull()), [key], {
-        "topic": key.fields["topic"], "partition": key.fields["partition"].cast("int")})
+    tombstones = offsets.where(F.col("value").isNull())
     for name, dtype in (("committed_offset", "bigint"), ("leader_epoch", "int"), ("metadata", "string"),
                         ("commit_timestamp_ms", "bigint")):
         tombstones = tombstones.withColumn(name, F.lit(None).cast(dtype))

@@ -95,7 +95,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     history_tables = {
         "offset_commits": commits,
         "group_events": group_events(state.events),
-        "group_status": group_status(commits, ends, as_of, status_window) if commits is not None else None,
+        "group_status": group_status(recent_commits(commits, status_window), ends, as_of, status_window)
+        if commits is not None else None,
     } if history else {}
     return {
         **history_tables,
@@ -115,6 +116,12 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         # Not a table: groups whose records Kafka's strict replay would have refused (for the run summary).
         "replay_violations": state.violations,
     }
+
+
+def recent_commits(commits: DataFrame, status_window: int) -> DataFrame:
+    """The offset_commits rows a status window can hold (every key's last `status_window` records): the
+    window is a few rows per key, the table the whole log."""
+    return commits.where(F.col("later_records") < status_window)
 
 
 def quarantine_rows(checked: DataFrame) -> DataFrame:
@@ -234,8 +241,8 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
             tables["end_offsets_history"] = merge_history(previous_ends, end_offsets_history(fetched, F.lit(as_of)))
             if tables.get("offset_commits") is not None:  # Burrow's rules take the fetch as the log end at as_of
                 at_as_of = end_offsets_history(fetched.drop("fetched_at"), F.lit(as_of))
-                tables["group_status"] = group_status(tables["offset_commits"], merge_history(previous_ends, at_as_of),
-                                                      as_of, cfg.status_window)
+                tables["group_status"] = group_status(recent_commits(tables["offset_commits"], cfg.status_window),
+                                                      merge_history(previous_ends, at_as_of), as_of, cfg.status_window)
         # What the counts prove empty is written without a Spark job.
         empty = {"consumer_lag": ends is None and live_ends is None, "segment_errors": segment_errors is None,
                  "end_offsets_history": ends is None and live_ends is None,
