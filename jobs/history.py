@@ -5,7 +5,8 @@ each replaced. It grows with the log, so it is built natively from the log itsel
 tombstones (nearly every record) are read by the native reader (jobs.native) straight from the source; the
 few records the reduction kept whole (transactional commits, values only the Python codec proves) come
 from the checked, reduced log. One window per offset key, in application order, then gives the previous
-offset and the time since it.
+offset, the time since it and the key's records after it (group_status reads only each key's last few); the
+key is named after the window, from the few distinct keys.
 
 Transactional commits are applied at their COMMIT marker (spec §7.2), and only when no record on their key
 newer than them came before the marker (the broker keeps the committed offset with the greater record
@@ -22,8 +23,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs import native
-from jobs.records import NO_PRODUCER
-from jobs.reduce import after
+from jobs.reduce import after, is_plain_offset_record
 from jobs.replay import OFFSET_TYPES, committed_offsets, offset_key
 from jobs.transactions import resolve_transactions
 from jobs.types import ms_to_timestamp
@@ -103,8 +103,7 @@ def _plain_records(log: DataFrame, as_of: datetime) -> DataFrame:
     the native reader proves the value valid (only those are applied, and only on keys it proves: see
     offset_commits)."""
     value = native.offset_value()
-    plain = (~F.col("is_control") & (F.col("producer_id") == NO_PRODUCER) & native.is_offset_key(F.col("key"))
-             & ~after(as_of))
+    plain = is_plain_offset_record() & ~after(as_of)
     commit = native.offset_commit_values(value)
     read = native.with_read(log.where(plain), [value], {
         "proven": F.col("value").isNull() | value.ok, "commit": F.when(F.col("value").isNotNull(), commit)})

@@ -1,9 +1,9 @@
 """Offset-commit records read with native Spark expressions, compiled from the codec's layout declarations.
 
 Offset commits are almost every record of the topic and their layouts are flat: integers, strings and (in
-value v4) one tagged uuid. `read_struct` turns one layout at one version into Spark columns that say whether
-the bytes hold that struct (`ok`) and what its fields are, so the bulk of the log is validated and read
-without a Python worker. The compiled reader accepts only what the codec accepts, with the same values
+value v4) one tagged uuid. `read_struct` turns one layout, at one version or several, into Spark columns that
+say whether the bytes hold that struct (`ok`) and what its fields are, so the bulk of the log is validated and
+read without a Python worker. A field several versions share is read once, whatever the version. The compiled reader accepts only what the codec accepts, with the same values
 (tests/jobs/test_native.py checks the two against each other); where it is unsure (a varint longer than one
 byte, tagged fields in an unusual shape) `ok` is false and the record goes to the Python check, which
 gives the verdict and the error message.

@@ -33,17 +33,20 @@ def after(as_of: datetime | None) -> Column:
     return F.coalesce(F.col("record_timestamp") > F.lit(as_of).cast("timestamp"), F.lit(False))
 
 
-def with_reducible(records: DataFrame) -> DataFrame:
-    """`records` plus reducible: a plain offset commit or tombstone, of which only its key's newest one
-    matters to the replay.
+def is_plain_offset_record() -> Column:
+    """An offset commit or tombstone written outside a transaction: raw columns only, no decoding."""
+    return native.is_offset_key(F.col("key")) & ~F.col("is_control") & (F.col("producer_id") == NO_PRODUCER)
+
+
+def with_reducible(plain: DataFrame) -> DataFrame:
+    """Plain offset records (`is_plain_offset_record`) plus reducible: a tombstone, or a commit whose value the
+    native reader proves valid, of which only its key's newest one matters to the replay.
 
     Its key is checked after the reduction (a key's validity is the same for all its records; a bad key's
-    records are fetched whole again, see `scattered_bad_keys`). Transactional commits and markers are kept
-    whole: their fate is their producer's next marker (jobs.transactions).
+    records are fetched whole again, see `scattered_bad_keys`).
     """
     value = native.offset_value()
-    plain = native.is_offset_key(F.col("key")) & ~F.col("is_control") & (F.col("producer_id") == NO_PRODUCER)
-    return native.with_read(records, [value], {"reducible": plain & (F.col("value").isNull() | value.ok)})
+    return native.with_read(plain, [value], {"reducible": F.col("value").isNull() | value.ok})
 
 
 def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin) -> DataFrame:
@@ -55,8 +58,12 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin) -> DataFram
     area), so the log is scanned exactly twice: once to aggregate, once to fetch the chosen rows.
     """
     late = after(as_of)
+    plain = is_plain_offset_record()
+    # Only plain records are aggregated. Every other record (transactional commits and markers: their fate is
+    # their producer's next marker, jobs.transactions; group records) is kept whole, picked out again by the
+    # same cheap test, so the rows fetched by position are about one per key.
     # A record newer than as_of is counted and checked, never replayed: its own group, away from the others.
-    newest = with_reducible(records).groupBy(
+    newest = with_reducible(records.where(plain)).groupBy(
         "coordinator_partition", "key", late.alias("after_as_of"),
         F.when(~F.col("reducible"), F.col("record_offset")).alias("own_offset"),
     ).agg(
@@ -66,8 +73,14 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin) -> DataFram
     )
     chosen = pin("chosen_records", newest.select(
         *POSITION, "records", "newest_timestamp", "after_as_of", F.col("own_offset").isNull().alias("reduced")))
-    fetched = records.join(F.broadcast(chosen), POSITION)
-    return pin("reduced_log", check(fetched))
+    fetched = records.join(F.broadcast(chosen), POSITION, "left").where(~plain | F.col("records").isNotNull())
+    kept = fetched.select(
+        *records.columns,
+        F.coalesce("records", F.lit(1).cast("bigint")).alias("records"),
+        F.coalesce("newest_timestamp", "record_timestamp").alias("newest_timestamp"),
+        F.coalesce("after_as_of", late).alias("after_as_of"),
+        F.coalesce("reduced", F.lit(False)).alias("reduced"))
+    return pin("reduced_log", check(kept))
 
 
 def scattered_bad_keys(reduced_log: DataFrame, records: DataFrame) -> DataFrame:
