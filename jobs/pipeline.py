@@ -23,7 +23,7 @@ from jobs.records import check, log_records
 from jobs.reduce import reduce_log, scattered_bad_keys
 from jobs.replay import replay
 from jobs.sink import TableSink
-from jobs.status import STATUS_WINDOW, group_status
+from jobs.status import STATUS_WINDOW, group_status, recent_commits
 from jobs.session import sized_for
 from jobs.sources import input_bytes, read_source
 from jobs.sources.end_offsets import is_live, live_cluster, live_end_offsets, read_end_offsets
@@ -116,12 +116,6 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         # Not a table: groups whose records Kafka's strict replay would have refused (for the run summary).
         "replay_violations": state.violations,
     }
-
-
-def recent_commits(commits: DataFrame, status_window: int) -> DataFrame:
-    """The offset_commits rows a status window can hold (every key's last `status_window` records): the
-    window is a few rows per key, the table the whole log."""
-    return commits.where(F.col("later_records") < status_window)
 
 
 def quarantine_rows(checked: DataFrame) -> DataFrame:

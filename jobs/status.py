@@ -75,6 +75,13 @@ def group_status(commits: DataFrame, history: DataFrame | None, as_of: datetime,
         "as_of", "current_lag", "complete", "window_offsets", "window_lags")
 
 
+def recent_commits(offset_commits: DataFrame, window: int) -> DataFrame:
+    """The rows of an offset_commits table, as rebuilt up to the as_of it is judged at, that a window can hold:
+    each key's last `window` records (`later_records`), tombstones among them. The windows are a few rows per
+    key; the table is the whole log."""
+    return offset_commits.where(F.col("later_records") < window)
+
+
 def commit_windows(commits: DataFrame, as_of: datetime, window: int) -> DataFrame:
     """group_id, topic, partition, window: the last `window` commits up to as_of after the offset's last
     tombstone, in log order, array<struct<order, committed_at, committed_offset>> (order: coordinator partition
