@@ -32,6 +32,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.hive import data_files
 from jobs.runs import commit_metadata, committed_version, new_run_id, record_run, spark_user_metadata
 from jobs.session import has_jvm_class
 from jobs.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, TABLES, arrow_schema, conform, partition_columns,
@@ -141,7 +142,7 @@ class TableSink:
         from deltalake.transaction import CommitProperties, create_table_with_add_actions
 
         staged = self.staging / table
-        adds = [a for a in (_add_action(staged, f, target) for f in _data_files(staged)) if a is not None]
+        adds = [a for a in (_add_action(staged, f, values, target) for f, values in data_files(staged)) if a is not None]
         schema = Schema.from_arrow(arrow_schema(table))
         partitions = partition_columns(table) or None
         properties = CommitProperties(custom_metadata=commit_metadata(run_id))
@@ -182,18 +183,13 @@ class TableSink:
             .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
 
 
-def _data_files(staged: Path) -> list[Path]:
-    """A staged table's Parquet files (Spark's markers and checksums aside), partition folders included."""
-    return sorted(p for p in staged.rglob("*.parquet") if not p.name.startswith((".", "_")))
-
-
-def _add_action(staged: Path, file: Path, target: Path):
+def _add_action(staged: Path, file: Path, partition_values: dict[str, str | None], target: Path):
     """`file`, staged under `staged`, hard-linked to the same relative path under `target` (copied where the
-    file system has no links), as a Delta add action: its size, partition values from the hive-style
-    folders Spark wrote (`commit_date=2026-11-20`), and its row count from the Parquet footer. None for a
-    file without rows: an empty table has no data files (its schema is in the log)."""
+    file system has no links), as a Delta add action: its size, partition values (from the hive-style folders
+    Spark wrote: `commit_date=2026-11-20`), and its row count from the Parquet footer. None for a file without
+    rows: an empty table has no data files (its schema is in the log)."""
     import json
-    from urllib.parse import quote, unquote
+    from urllib.parse import quote
 
     from deltalake.transaction import AddAction
 
@@ -207,10 +203,6 @@ def _add_action(staged: Path, file: Path, target: Path):
         os.link(file, placed)
     except OSError:
         shutil.copyfile(file, placed)
-    partition_values = {}
-    for folder in relative.parts[:-1]:
-        name, _, value = folder.partition("=")
-        partition_values[name] = None if value == "__HIVE_DEFAULT_PARTITION__" else unquote(value)
     stat = placed.stat()
     stats = json.dumps({"numRecords": rows})
     return AddAction(quote(relative.as_posix(), safe="/="), stat.st_size, partition_values,

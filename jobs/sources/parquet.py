@@ -5,12 +5,12 @@ remote filesystem (`scheme://...`) can only be listed by Spark, so `read_parquet
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from jobs.errors import BadInput
+from jobs.hive import data_files
 from jobs.raw import OPTIONAL, REQUIRED, check_columns
 
 if TYPE_CHECKING:
@@ -33,7 +33,9 @@ def check_dump(location: str) -> str | None:
     root = Path(location)
     if not root.exists():
         raise BadInput(f"--source parquet:{location}: no such file or directory")
-    files = [(root, {})] if root.is_file() else list(_data_files(root))
+    files = [(root, {})] if root.is_file() else [
+        (path, {name: _partition_value_type(value) for name, value in values.items()})
+        for path, values in data_files(root)]
     if not files:
         raise BadInput(f"--source parquet:{location}: no Parquet files in this folder")
     seen = set()
@@ -52,34 +54,12 @@ def check_dump(location: str) -> str | None:
 def dump_bytes(location: str) -> int:
     """The size of a local dump's data files."""
     root = Path(location)
-    return root.stat().st_size if root.is_file() else sum(path.stat().st_size for path, _ in _data_files(root))
+    return root.stat().st_size if root.is_file() else sum(path.stat().st_size for path, _ in data_files(root))
 
 
-def _data_files(root: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """The files Spark reads under `root`, with the columns of their `name=value` folders (partition discovery).
-
-    Spark skips names starting with `_` or `.` (`_SUCCESS`, `.crc` files, `_temporary`), except `_` folders
-    that name a partition value."""
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not _hidden(d))
-        here = Path(folder)
-        columns = {}
-        for part in here.relative_to(root).parts:
-            name, eq, value = part.partition("=")
-            if eq:
-                columns[name] = _partition_value_type(value)
-        for name in sorted(names):
-            if not _hidden(name):
-                yield here / name, columns
-
-
-def _hidden(name: str) -> bool:
-    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
-
-
-def _partition_value_type(value: str) -> str:
+def _partition_value_type(value: str | None) -> str:
     """The type Spark infers for a partition folder's value (whole numbers: int or bigint; else string)."""
-    if re.fullmatch(r"-?\d+", value):
+    if value is not None and re.fullmatch(r"-?\d+", value):
         return "int" if -_INT32 <= int(value) < _INT32 else "bigint"
     return "string"
 
