@@ -50,7 +50,8 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     # one of its own) and dropped after the window: a filter below it would be pushed into the reader's
     # projection and inline its helper columns, each many times (measured: five times slower).
     applied = applied.withColumn("window_key", F.when(F.col("proven"), F.col("offset_key"))).drop("offset_key")
-    by_key = Window.partitionBy("coordinator_partition", "window_key").orderBy("record_offset", "source_record_offset")
+    per_key = Window.partitionBy("coordinator_partition", "window_key")
+    by_key = per_key.orderBy("record_offset", "source_record_offset")
     if transactions:
         # Two commits of one key in one transaction share its marker's position: the later one replaced the
         # earlier in the producer's pending map.
@@ -62,7 +63,7 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     previous = F.lag("committed_offset").over(by_key)
     previous_time = F.lag("record_timestamp").over(by_key)
     # The key's records after this one: its whole window counted once (no second sort), less this row's rank.
-    later = F.count(F.lit(1)).over(Window.partitionBy("coordinator_partition", "window_key")) - F.row_number().over(by_key)
+    later = F.count(F.lit(1)).over(per_key) - F.row_number().over(by_key)
     rows = applied.select("*", previous.alias("previous_offset"), previous_time.alias("previous_timestamp"),
                           later.alias("later_records"))
     # Keys are named after the window, from the few distinct keys (a key whose bytes the native reader does not

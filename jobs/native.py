@@ -3,10 +3,10 @@
 Offset commits are almost every record of the topic and their layouts are flat: integers, strings and (in
 value v4) one tagged uuid. `read_struct` turns one layout, at one version or several, into Spark columns that
 say whether the bytes hold that struct (`ok`) and what its fields are, so the bulk of the log is validated and
-read without a Python worker. A field several versions share is read once, whatever the version. The compiled reader accepts only what the codec accepts, with the same values
-(tests/jobs/test_native.py checks the two against each other); where it is unsure (a varint longer than one
-byte, tagged fields in an unusual shape) `ok` is false and the record goes to the Python check, which
-gives the verdict and the error message.
+read without a Python worker; a field several versions share is read once, whatever the version. The compiled
+reader accepts only what the codec accepts, with the same values (tests/jobs/test_native.py checks the two
+against each other); where it is unsure (a varint longer than one byte, tagged fields in an unusual shape)
+`ok` is false and the record goes to the Python check, which gives the verdict and the error message.
 
 Byte positions are 0-based Python ints while they are known when compiling. Once a string's length has
 moved them they are helper columns (`NativeRead.steps`), added to the frame with the fields (`with_read`):
@@ -190,16 +190,24 @@ def _string(w: _Walk, at: Position, fps: dict[int, FieldPlan]) -> tuple[Column, 
     return ok, value, end
 
 
-def _fixed(buf: Column, at: Position, fp: FieldPlan) -> tuple[Column, Column, int]:
-    """(ok, value, width) of a fixed-size field."""
+def _width(fp: FieldPlan) -> int:
+    """The size of a fixed-size field; NotNative for any other type."""
     t = fp.type
     if isinstance(t, Primitive) and t.name in _WIDTHS:
-        width = _WIDTHS[t.name]
-        reader = unsigned if t.name == "uint16" else signed
-        return _has(buf, _plus(at, width)), reader(buf, at, width), width
+        return _WIDTHS[t.name]
     if isinstance(t, Primitive) and t.name == "uuid":
-        return _has(buf, _plus(at, _UUID_BYTES)), uuid_text(_slice(buf, at, _UUID_BYTES)), _UUID_BYTES
-    raise NotNative(f"{fp.name}: {t} is not read natively")
+        return _UUID_BYTES
+    raise NotNative(f"{fp.name}: {t} is not read natively (strings apart, only fixed-size types are)")
+
+
+def _fixed(buf: Column, at: Position, fp: FieldPlan) -> tuple[Column, Column, int]:
+    """(ok, value, width) of a fixed-size field."""
+    width = _width(fp)
+    if fp.type.name == "uuid":
+        value = uuid_text(_slice(buf, at, width))
+    else:
+        value = (unsigned if fp.type.name == "uint16" else signed)(buf, at, width)
+    return _has(buf, _plus(at, width)), value, width
 
 
 def _field(w: _Walk, fps: dict[int, FieldPlan]) -> tuple[Column, Column]:
@@ -218,15 +226,6 @@ def _field(w: _Walk, fps: dict[int, FieldPlan]) -> tuple[Column, Column]:
     return ok, value
 
 
-def _fixed_size(fp: FieldPlan) -> int:
-    t = fp.type
-    if isinstance(t, Primitive) and t.name in _WIDTHS:
-        return _WIDTHS[t.name]
-    if isinstance(t, Primitive) and t.name == "uuid":
-        return _UUID_BYTES
-    raise NotNative(f"tagged field {fp.name}: only fixed-size tagged fields are read natively")
-
-
 def _tagged_section(buf: Column, pos: Position, plan: Plan, steps: _Steps) -> tuple[Column, dict[str, Column]]:
     """A flexible struct's tagged fields, in the two shapes brokers write: none at all, or every declared
     tagged field once, in tag order (each tag and size a one-byte varint). Trailing bytes are accepted."""
@@ -236,7 +235,7 @@ def _tagged_section(buf: Column, pos: Position, plan: Plan, steps: _Steps) -> tu
     at = _plus(pos, 1)
     values: dict[str, Column] = {}
     for fp in plan.tagged:
-        size = _fixed_size(fp)
+        size = _width(fp)
         if fp.tag >= 0x80 or size >= 0x80:
             raise NotNative(f"tagged field {fp.name}: tag or size needs a multi-byte varint")
         header = _slice(buf, at, 2) == F.lit(bytes([fp.tag, size]))
@@ -257,29 +256,28 @@ def read_struct(layout: Layout, versions: Sequence[int], buf: Column, start: int
     ok: Column = F.lit(True)
     fields: dict[str, Column] = {}
 
-    def add(name: str, versions_with: Sequence[int], field_ok: Column, value: Column) -> None:
+    def add(versions_with: Sequence[int], part_ok: Column, values: dict[str, Column]) -> None:
+        """A part read only in `versions_with`: it must be valid there, and its fields are null elsewhere."""
         nonlocal ok
         only = w.only(versions_with)
-        ok = ok & (field_ok if only is None else (~only | field_ok))
-        fields[name] = value if only is None else F.when(only, value)
+        ok = ok & (part_ok if only is None else (~only | part_ok))
+        for name, value in values.items():
+            if name in fields:
+                raise NotNative(f"{name}: tagged in some versions and untagged or differently placed in others")
+            fields[name] = value if only is None else F.when(only, value)
 
     for f in layout.fields:  # wire order: every version's untagged fields are in declaration order
         fps = {v: plans[v].by_name[f.name] for v in versions
                if f.name in plans[v].by_name and not plans[v].by_name[f.name].tagged}
         if fps:
-            add(f.name, list(fps), *_field(w, fps))
+            field_ok, value = _field(w, fps)
+            add(list(fps), field_ok, {f.name: value})
     sections: dict[tuple[str, ...], list[int]] = {}
     for v in versions:
         if plans[v].flexible:
             sections.setdefault(tuple(fp.name for fp in plans[v].tagged), []).append(v)
-    for names, versions_with in sections.items():
-        tags_ok, values = _tagged_section(buf, w.at(versions_with), plans[versions_with[0]], w.steps)
-        only = w.only(versions_with)
-        ok = ok & (tags_ok if only is None else (~only | tags_ok))
-        for name, value in values.items():
-            if name in fields:
-                raise NotNative(f"{name}: tagged in some versions and untagged or differently placed in others")
-            fields[name] = value if only is None else F.when(only, value)
+    for versions_with in sections.values():
+        add(versions_with, *_tagged_section(buf, w.at(versions_with), plans[versions_with[0]], w.steps))
     if guard is not None:
         ok = guard & ok
     return NativeRead(tuple(w.steps.steps), F.coalesce(ok, F.lit(False)), fields)

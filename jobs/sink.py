@@ -142,7 +142,8 @@ class TableSink:
         from deltalake.transaction import CommitProperties, create_table_with_add_actions
 
         staged = self.staging / table
-        adds = [a for a in (_add_action(staged, f, values, target) for f, values in data_files(staged)) if a is not None]
+        actions = (_add_action(staged, f, values, target) for f, values in data_files(staged))
+        adds = [a for a in actions if a is not None]
         schema = Schema.from_arrow(arrow_schema(table))
         partitions = partition_columns(table) or None
         properties = CommitProperties(custom_metadata=commit_metadata(run_id))
