@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from jobs import native
 from jobs.reduce import after, is_plain_offset_record
-from jobs.replay import OFFSET_TYPES, committed_offsets, offset_key
+from jobs.replay import OFFSET_TYPES, committed_offsets, fates_of, offset_key
 from jobs.transactions import resolve_transactions
 from jobs.types import ms_to_timestamp
 
@@ -34,15 +34,19 @@ APPLIED = ["coordinator_partition", "offset_key", "record_offset", "source_recor
 KEY = ["coordinator_partition", "offset_key"]
 
 
-def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: DataFrame | None = None) -> DataFrame:
+def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: DataFrame | None = None,
+                   fates: DataFrame | None = None) -> DataFrame:
     """The offset_commits table: one row per applied offset record, in application order per key.
 
     `valid`: the checked records the replay reads (valid, at or before as_of): the reduced log (jobs.reduce),
     or a whole checked log; `log`: the whole log (jobs.records.log_records) the reduced log came from, whose
-    plain commits are read natively here; `transactions`: the records hold transactional records or markers.
+    plain commits are read natively here; `transactions`: the records hold transactional records or markers;
+    `fates`: their transactional commits with their fates, when the replay has them (computed here otherwise).
     """
     from_log = log is not None and "reduced" in valid.columns
-    kept = _kept_whole(valid.where(~F.col("reduced")) if from_log else valid, transactions)
+    if transactions and fates is None:
+        fates = fates_of(valid)
+    kept = _kept_whole(valid.where(~F.col("reduced")) if from_log else valid, fates if transactions else None)
     applied = kept.withColumn("proven", F.lit(True))  # checked records: valid
     if from_log:
         applied = _plain_records(log, as_of).unionByName(applied)
@@ -114,13 +118,13 @@ def _plain_records(log: DataFrame, as_of: datetime) -> DataFrame:
         "commit.committed_offset", "commit.leader_epoch", "commit.metadata", "commit.commit_timestamp_ms", "proven")
 
 
-def _kept_whole(whole: DataFrame, transactions: bool) -> DataFrame:
+def _kept_whole(whole: DataFrame, fates: DataFrame | None) -> DataFrame:
     """Applied offset records among valid records kept whole: transactional commits (at their marker, when
-    committed), tombstones, and values only the Python codec proves (or every record of a whole log)."""
+    committed), tombstones, and values only the Python codec proves (or every record of a whole log).
+    `fates`: the transactional commits with their fates; None when there are none."""
     offsets = whole.where(F.col("record_type").isin(OFFSET_TYPES))
-    if transactions:
-        markers = whole.where(F.col("transaction_marker").isNotNull())
-        offsets = resolve_transactions(offsets, markers, offset_key()).effective
+    if fates is not None:
+        offsets = resolve_transactions(offsets, fates, offset_key()).effective
     else:
         offsets = offsets.withColumn("applied_offset", F.col("record_offset"))
     values = committed_offsets(offsets.where(F.col("value").isNotNull()), keep=["key", "applied_offset"])

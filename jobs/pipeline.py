@@ -87,7 +87,7 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     if end_offsets is not None:  # snapshots up to as_of (one without a timestamp is the snapshot of as_of)
         ends = end_offsets if "observed_at" in end_offsets.columns else end_offsets_history(end_offsets, as_of_col)
     # The commit history grows with the log and lag and status read it: computed once (a table, pinned).
-    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log)) if history else None
+    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log, state.fates)) if history else None
     if ends is None:
         lag = spark.createDataFrame([], spark_schema("consumer_lag"))
     else:

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from jobs import decode, native
 from jobs.groups import CLASSIC, replay_groups
-from jobs.transactions import resolve_transactions
+from jobs.transactions import resolve_transactions, transaction_fates
 
 GROUP_KEY = ["coordinator_partition", "group_id"]
 MEMBER_KEY = GROUP_KEY + ["member_id"]
@@ -53,6 +53,7 @@ class ReplayedState:
     topologies: DataFrame  # streams topologies, one row per subtopology
     violations: DataFrame  # (group_id, coordinator_partition, reason): sequences Kafka's strict replay refuses
     events: DataFrame  # group events (jobs.groups), in log order per group
+    fates: DataFrame | None  # transactional commits with their fates (jobs.transactions); None: no transactions
 
 
 def last_writes(records: DataFrame, record_key: Column) -> DataFrame:
@@ -67,16 +68,22 @@ def last_writes(records: DataFrame, record_key: Column) -> DataFrame:
     return records.join(newest.drop("record_key"), ["coordinator_partition", "record_offset"], "left_semi")
 
 
-def offset_winners(records: DataFrame, transactions: bool = True) -> tuple[DataFrame, DataFrame]:
+def offset_winners(records: DataFrame, fates: DataFrame | None) -> tuple[DataFrame, DataFrame]:
     """Spec §7.2: (the newest effective offset record per key, a tombstone meaning deleted; the commits of
-    transactions still open). `transactions=False` (the log has no transactional record and no marker, as
-    the run's counts tell) skips their resolution: every record is effective and nothing is open."""
+    transactions still open). `fates`: the transactional commits with their fates (jobs.transactions), None
+    when the log has no transactional record and no marker (as the run's counts tell): then every record is
+    effective and nothing is open."""
     offset_records = records.where(F.col("record_type").isin(OFFSET_TYPES))
-    if not transactions:
+    if fates is None:
         return last_writes(offset_records, offset_key()), offset_records.limit(0)
-    markers = records.where(F.col("transaction_marker").isNotNull())
-    resolved = resolve_transactions(offset_records, markers, offset_key())
+    resolved = resolve_transactions(offset_records, fates, offset_key())
     return last_writes(resolved.effective, offset_key()), resolved.open
+
+
+def fates_of(records: DataFrame) -> DataFrame:
+    """The transactional offset commits among checked records, with their fates (jobs.transactions)."""
+    return transaction_fates(records.where(F.col("record_type").isin(OFFSET_TYPES)),
+                             records.where(F.col("transaction_marker").isNotNull()))
 
 
 def committed_offsets(winners: DataFrame, keep: list[str] = ()) -> DataFrame:
@@ -119,11 +126,12 @@ def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, tra
            modern: bool = True, events: bool = True) -> ReplayedState:
     """Committed offsets plus the groups of every family that hold them, and their members.
 
-    `pin(name, df)` materialises what several outputs read: the offset winners, the decoded offsets and the
-    group fold. `transactions=False` / `modern=False` (the run's counts say the log has no transactional
-    record / no modern-group record) skip the work for what cannot be there; `events=False` skips the
-    group events (a history table)."""
-    winners, open_commits = offset_winners(records, transactions)
+    `pin(name, df)` materialises what several outputs read: the transactions' fates, the offset winners, the
+    decoded offsets and the group fold. `transactions=False` / `modern=False` (the run's counts say the log has
+    no transactional record / no modern-group record) skip the work for what cannot be there; `events=False`
+    skips the group events (a history table)."""
+    fates = pin("transaction_fates", fates_of(records)) if transactions else None
+    winners, open_commits = offset_winners(records, fates)
     winners = pin("offset_winners", winners)
     offsets = pin("offsets", committed_offsets(winners))
     pending = pin("pending", committed_offsets(open_commits)) if transactions else offsets.limit(0)
@@ -171,7 +179,7 @@ def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, tra
         topologies = topologies.limit(0)
     return ReplayedState(offsets=offsets, pending=pending, groups=groups, activity=group_activity(records, winners),
                          members=members, targets=targets, topologies=topologies, violations=of("violation"),
-                         events=of("event"))
+                         events=of("event"), fates=fates)
 
 
 def classic_members(members: DataFrame) -> DataFrame:

@@ -31,14 +31,14 @@ class Transactions:
     open: DataFrame  # transactional commits still pending at the end, the newest per (key, producer)
 
 
-def resolve_transactions(offset_records: DataFrame, markers: DataFrame, offset_key: Column) -> Transactions:
-    """Split offset records by the fate of their transaction.
+def transaction_fates(offset_records: DataFrame, markers: DataFrame) -> DataFrame:
+    """The transactional commits of `offset_records` (checked records of the offset types), each with `fate`:
+    COMMIT or ABORT from its producer's next marker among `markers` (control records with a
+    transaction_marker), null while its transaction is open, and `marker_offset`: that marker's position.
 
-    `offset_records`: checked records of the offset types; `markers`: control records with a
-    transaction_marker; `offset_key`: the (group, topic, partition) identity of an offset record.
-    """
-    transactional = (F.col("producer_id") != NO_PRODUCER) & F.col("value").isNotNull()
-    pending = offset_records.where(transactional)
+    The only ordered work on transactions (a window per producer): computed once per rebuild, for the state
+    and the history alike."""
+    pending = offset_records.where(_transactional())
     events = pending.withColumn("fate", F.lit(None).cast("string")).unionByName(
         markers.where(F.col("transaction_marker").isin("COMMIT", "ABORT"))
         .select("coordinator_partition", "producer_id", "record_offset", F.col("transaction_marker").alias("fate"),
@@ -48,17 +48,25 @@ def resolve_transactions(offset_records: DataFrame, markers: DataFrame, offset_k
     # Newest first, so "the nearest later marker" is a running last-non-null: a linear pass per producer.
     later_first = Window.partitionBy("coordinator_partition", "producer_id").orderBy(F.desc("record_offset")) \
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    fated = events.select(
+    return events.select(
         *[c for c in events.columns if c not in ("fate", "marker_offset")],
         F.last("fate", ignorenulls=True).over(later_first).alias("fate"),
         F.last("marker_offset", ignorenulls=True).over(later_first).alias("marker_offset"),
     ).where(F.col("key").isNotNull())  # the commits, not the markers
+
+
+def resolve_transactions(offset_records: DataFrame, fates: DataFrame, offset_key: Column) -> Transactions:
+    """Split offset records by the fate of their transaction.
+
+    `offset_records`: checked records of the offset types; `fates`: their transactional commits with their
+    fates (`transaction_fates`); `offset_key`: the (group, topic, partition) identity of an offset record.
+    """
     # A committed transactional commit is applied where its COMMIT marker is (the history's position).
-    committed = fated.where(F.col("fate") == "COMMIT").withColumnRenamed("marker_offset", "applied_offset").drop("fate")
-    effective = offset_records.where(~transactional).withColumn("applied_offset", F.col("record_offset")).unionByName(
+    committed = fates.where(F.col("fate") == "COMMIT").withColumnRenamed("marker_offset", "applied_offset").drop("fate")
+    effective = offset_records.where(~_transactional()).withColumn("applied_offset", F.col("record_offset")).unionByName(
         committed)
 
-    still_open = fated.where(F.col("fate").isNull()).drop("fate", "marker_offset").withColumn("offset_key", offset_key)
+    still_open = fates.where(F.col("fate").isNull()).drop("fate", "marker_offset").withColumn("offset_key", offset_key)
     # The broker's pending map holds one commit per producer and key: the newest one.
     newest = still_open.groupBy("coordinator_partition", "offset_key", "producer_id").agg(
         F.max("record_offset").alias("record_offset"))
@@ -72,3 +80,8 @@ def resolve_transactions(offset_records: DataFrame, markers: DataFrame, offset_k
         .drop("offset_key", "tombstone_offset")
     )
     return Transactions(effective=effective, open=open_commits)
+
+
+def _transactional() -> Column:
+    """A commit written in a transaction (its tombstones apply where they are, like anyone's)."""
+    return (F.col("producer_id") != NO_PRODUCER) & F.col("value").isNotNull()
