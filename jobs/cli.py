@@ -130,15 +130,17 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
 
     from jobs.pipeline import run
     from jobs.session import get_spark
+    from jobs.sources import input_bytes
     from jobs.sources.tasks import task_errors
 
-    spark = get_spark(cfg.catalog.folder if cfg.catalog else None)
+    size = input_bytes(cfg.source)  # before the JVM starts: a small input gets a JVM that compiles less
+    spark = get_spark(cfg.catalog.folder if cfg.catalog else None, size)
     if cfg.catalog:
         from jobs.catalog import check_catalog
 
         check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)  # before any table changes
     with task_errors():  # a failed Kafka read task: its one line, not Spark's error text
-        summary = run(spark, cfg)
+        summary = run(spark, cfg, size)
     if cfg.catalog:
         from jobs.catalog import register_catalog
 

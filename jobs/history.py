@@ -44,9 +44,11 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     `fates`: their transactional commits with their fates, when the replay has them (computed here otherwise).
     """
     from_log = log is not None and "reduced" in valid.columns
-    if transactions and fates is None:
+    if not transactions:
+        fates = None
+    elif fates is None:
         fates = fates_of(valid)
-    kept = _kept_whole(valid.where(~F.col("reduced")) if from_log else valid, fates if transactions else None)
+    kept = _kept_whole(valid.where(~F.col("reduced")) if from_log else valid, fates)
     applied = kept.withColumn("proven", F.lit(True))  # checked records: valid
     if from_log:
         applied = _plain_records(log, as_of).unionByName(applied)

@@ -188,9 +188,11 @@ def _family(name: str) -> str | None:
     return next((rt.group_family for rt in REGISTRY.values() if rt.name == name), None)
 
 
-def run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
-    """Read, rebuild and write every table; returns the run summary (the CLI prints it as JSON)."""
-    with sized_for(spark, input_bytes(cfg.source)):
+def run(spark: SparkSession, cfg: RebuildConfig, source_bytes: int | None = None) -> dict[str, Any]:
+    """Read, rebuild and write every table; returns the run summary (the CLI prints it as JSON).
+
+    `source_bytes`: the size of the source (jobs.sources.input_bytes), when the caller has measured it."""
+    with sized_for(spark, input_bytes(cfg.source) if source_bytes is None else source_bytes):
         return _run(spark, cfg)
 
 
