@@ -37,7 +37,7 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None) -> Sp
     `catalog`: a folder for Spark's Hive catalog in an embedded Derby database (jobs.catalog), used when this
     process builds the session and the launcher configured no catalog or metastore. `input_bytes`: the size
     of the input this process will read, when known (jobs.sources.input_bytes): it decides how a JVM this
-    process starts compiles (`local_jvm_settings`).
+    process starts compiles (`compile_settings`).
     """
     from pyspark import SparkConf, SparkContext
 
@@ -56,11 +56,10 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None) -> Sp
     # Spark Connect server: this process starts it, and chooses how it compiles.
     launcher = "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ
     starts_jvm = not launcher and SparkContext._gateway is None  # noqa: SLF001
-    settings = dict(defaults()["spark"])
+    jvm_flags, compiling = compile_settings(input_bytes) if starts_jvm else ([], {})
+    settings = {**defaults()["spark"], **compiling}
     log4j = CONF_DIR / "log4j2.properties"
-    settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
-    if starts_jvm:
-        settings.update(local_jvm_settings(log4j, input_bytes))
+    settings["spark.driver.extraJavaOptions"] = " ".join([f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_flags])
     local_catalog = catalog is not None and not metastore_configured(launcher_conf)
     if local_catalog:
         settings.update(local_catalog_settings(catalog))
@@ -104,8 +103,9 @@ def is_small(input_bytes: int | None) -> bool:
     return input_bytes is not None and input_bytes < SMALL_INPUT_BYTES
 
 
-def local_jvm_settings(log4j: Path, input_bytes: int | None) -> dict[str, str]:
-    """How a JVM this process starts compiles Java, by the size of the input (None: unknown, as a large one).
+def compile_settings(input_bytes: int | None) -> tuple[list[str], dict[str, str]]:
+    """(JVM flags, Spark settings): how a JVM this process starts compiles Java, by the size of the input
+    (None: unknown, as a large one).
 
     HotSpot compiles hot methods twice, quickly (C1) and then well (C2). For a small input, C1 only: C2's
     compiler thread takes a core for seconds that a small rebuild never earns back on two cores (measured:
@@ -114,11 +114,9 @@ def local_jvm_settings(log4j: Path, input_bytes: int | None) -> dict[str, str]:
     whole-stage methods may keep their default size (conf/offsetlake.toml lowers hugeMethodLimit for JVMs
     offsetlake does not start). Measured on 20M records: 154 s instead of 171 s.
     """
-    logging_option = f"-Dlog4j2.configurationFile=file:{log4j}"
     if is_small(input_bytes):
-        return {"spark.driver.extraJavaOptions": f"{logging_option} -XX:TieredStopAtLevel=1"}
-    return {"spark.driver.extraJavaOptions": f"{logging_option} -XX:-DontCompileHugeMethods",
-            "spark.sql.codegen.hugeMethodLimit": "65535"}
+        return ["-XX:TieredStopAtLevel=1"], {}
+    return ["-XX:-DontCompileHugeMethods"], {"spark.sql.codegen.hugeMethodLimit": "65535"}
 
 
 @contextmanager
