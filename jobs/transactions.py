@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-NO_PRODUCER = -1
+from jobs.records import NO_PRODUCER
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,8 @@ def resolve_transactions(offset_records: DataFrame, fates: DataFrame, offset_key
     """
     # A committed transactional commit is applied where its COMMIT marker is (the history's position).
     committed = fates.where(F.col("fate") == "COMMIT").withColumnRenamed("marker_offset", "applied_offset").drop("fate")
-    effective = offset_records.where(~_transactional()).withColumn("applied_offset", F.col("record_offset")).unionByName(
-        committed)
+    effective = offset_records.where(~_transactional()).withColumn(
+        "applied_offset", F.col("record_offset")).unionByName(committed)
 
     still_open = fates.where(F.col("fate").isNull()).drop("fate", "marker_offset").withColumn("offset_key", offset_key)
     # The broker's pending map holds one commit per producer and key: the newest one.
