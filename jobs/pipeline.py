@@ -210,7 +210,7 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     try:
         log.info("reading %s", cfg.source)
         records = log_records(source.records)
-        reduced = reduce_log(records, cfg.as_of, sink.pin)
+        reduced = reduce_log(records, cfg.as_of, sink.pin, source.reduced)
         counts = record_counts(reduced, cfg.as_of)
         # Default as_of: the newest record (an empty input has none: then now, and every table is empty).
         as_of = cfg.as_of or counts["newest"] or datetime.now(timezone.utc)

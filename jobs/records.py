@@ -19,8 +19,9 @@ RECORD_COLUMNS = ["coordinator_partition", "record_offset", "record_timestamp", 
 CHECK_COLUMNS = ["record_type", "group_id", "error"]
 
 
-def log_records(raw: DataFrame) -> DataFrame:
-    """The contract's raw frame (jobs.raw.normalise) as records: RECORD_COLUMNS.
+def log_records(raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
+    """The contract's raw frame (jobs.raw.normalise) as records: RECORD_COLUMNS, then `keep` (more columns of
+    `raw`, as they are).
 
     Without batch metadata every record counts as non-transactional and none is a transaction marker.
     """
@@ -38,6 +39,7 @@ def log_records(raw: DataFrame) -> DataFrame:
         producer_epoch.cast("smallint").alias("producer_epoch"),
         is_control.alias("is_control"),
         F.when(is_control, transaction_marker(F.col("key"))).alias("transaction_marker"),
+        *keep,
     )
 
 

@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import native
-from jobs.records import NO_PRODUCER, check
+from jobs.records import NO_PRODUCER, check, log_records
 
 Pin = Callable[[str, DataFrame], DataFrame]
 POSITION = ["coordinator_partition", "record_offset"]
@@ -49,14 +49,19 @@ def with_reducible(plain: DataFrame) -> DataFrame:
     return native.with_read(plain, [value], {"reducible": F.col("value").isNull() | value.ok})
 
 
-def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin) -> DataFrame:
+def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
+               partial: Callable[[datetime | None], DataFrame] | None = None) -> DataFrame:
     """The checked, reduced log: RECORD_COLUMNS + CHECK_COLUMNS (jobs.records) + records (how many log
     records the row stands for), newest_timestamp (theirs), after_as_of and reduced (the row is the newest
     of several plain commits).
 
     `pin(name, df)` materialises a frame that is read more than once (the pipeline writes it to its staging
     area), so the log is scanned exactly twice: once to aggregate, once to fetch the chosen rows.
+    `partial(as_of)`: the log as its source's tasks reduced it (jobs.partial_reduce), when the source can; then
+    the log is scanned once, by those tasks, and only their results are combined here.
     """
+    if partial is not None:
+        return pin("reduced_log", check(combine_partials(pin("partial_log", partial(as_of)))))
     late = after(as_of)
     plain = is_plain_offset_record()
     # Only plain records are aggregated. Every other record (transactional commits and markers: their fate is
@@ -81,6 +86,19 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin) -> DataFram
         F.coalesce("after_as_of", late).alias("after_as_of"),
         F.coalesce("reduced", F.lit(False)).alias("reduced"))
     return pin("reduced_log", check(kept))
+
+
+def combine_partials(partial: DataFrame) -> DataFrame:
+    """The reduction finished across tasks: each task kept its newest reducible commit per (coordinator
+    partition, key, after_as_of), and here the newest of those wins, standing for all their records."""
+    rows = log_records(partial, keep=("records", "newest_timestamp", "after_as_of", "reduced"))
+    folded = rows.where("reduced")
+    newest = folded.groupBy("coordinator_partition", "key", "after_as_of").agg(
+        F.max("record_offset").alias("record_offset"), F.sum("records").alias("records"),
+        F.max("newest_timestamp").alias("newest_timestamp"))
+    winners = folded.drop("records", "newest_timestamp").join(
+        newest.drop("key", "after_as_of"), POSITION).select(rows.columns)
+    return rows.where(~F.col("reduced")).unionByName(winners)
 
 
 def scattered_bad_keys(reduced_log: DataFrame, records: DataFrame) -> DataFrame:

@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import TYPE_CHECKING, Callable
 
 from jobs.config import KafkaOptions, SourceSpec
 from jobs.raw import normalise
@@ -21,6 +22,8 @@ class SourceRead:
     records: DataFrame
     segment_errors: DataFrame | None = None
     cached: DataFrame | None = None  # segments: the persisted frame both are split from (read once)
+    # A local dump: its records already reduced by the tasks that read them, as of a moment (jobs.partial_reduce).
+    reduced: Callable[[datetime | None], DataFrame] | None = None
 
     def release(self) -> None:
         """Drop what the source cached, once the records have been consumed (e.g. checked and persisted)."""
@@ -63,8 +66,15 @@ def read_source(spark: SparkSession, source: SourceSpec, kafka: KafkaOptions | N
     """Read raw offsets-topic records from `source` (`kafka` configures a live cluster source)."""
     if source.kind == "parquet":
         from jobs.sources.parquet import read_parquet
+        from jobs.sources.reduced_dump import plan_dump, read_reduced_dump
 
-        return SourceRead(normalise(read_parquet(spark, source.location), str(source)))
+        records = normalise(read_parquet(spark, source.location), str(source))
+        # Tasks read the dump's files with pyarrow, so only where they run on this machine (local mode).
+        context = spark.sparkContext
+        plan = plan_dump(source.location, context.defaultParallelism) if context.master.startswith("local") else None
+        if plan is None:
+            return SourceRead(records)
+        return SourceRead(records, reduced=lambda as_of: read_reduced_dump(spark, plan, as_of))
     if source.kind == "kafka":
         from jobs.sources.kafka import read_kafka
 

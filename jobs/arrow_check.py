@@ -1,0 +1,130 @@
+"""Offset-commit values proven valid in bulk, with numpy over an Arrow column: no Spark, no per-record Python.
+
+The third reader of the same layouts (after the codec and jobs.native), and the most conservative: it serves
+the reduction inside a source task (jobs.partial_reduce), where a record proven here may be folded into its
+key's newest record and never checked on its own. So "proven" must imply that the codec accepts the value;
+whatever this reader is unsure of is left unproven and goes through the full check as before:
+* strings: non-null, with text that is all ASCII (a subset of valid UTF-8);
+* compact lengths and tagged-field counts of one byte; tagged sections either empty or every declared tagged
+  field once, in tag order (the two shapes brokers write);
+* no trailing bytes: the value ends where its last field does.
+
+A version whose layout holds a type this reader does not read (arrays, structs, bytes) is never proven.
+Positions are per-row numpy arrays, so a string's length moves each row's later fields on its own.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from offsets_codec.layout import Layout, Primitive
+from offsets_codec.plan import Plan, plan_for
+
+_WIDTHS = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8, "uuid": 16}
+
+
+class _Bytes:
+    """Rows of a binary Arrow array as numpy: their starts and lengths in the array's data buffer.
+
+    Reads at a position past a row's end return a neighbour's byte (or the buffer's last), never fail: every
+    read is paired with a length check."""
+
+    def __init__(self, data: np.ndarray, start: np.ndarray, length: np.ndarray, shared: dict | None = None) -> None:
+        self.data, self.start, self.length = data, start, length
+        self.shared = {} if shared is None else shared  # per buffer, for every subset of its rows
+
+    @classmethod
+    def of(cls, array: pa.Array) -> tuple["_Bytes", np.ndarray]:
+        """The array's rows, and which of them are non-null."""
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        offset_type = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+        _, offsets, data = array.buffers()
+        n = len(array)
+        bounds = np.frombuffer(offsets, dtype=offset_type)[array.offset:array.offset + n + 1].astype(np.int64)
+        raw = np.frombuffer(data, dtype=np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
+        valid = array.is_valid().to_numpy(zero_copy_only=False)
+        return cls(raw, bounds[:-1], bounds[1:] - bounds[:-1]), valid
+
+    def rows(self, which: np.ndarray) -> "_Bytes":
+        return _Bytes(self.data, self.start[which], self.length[which], self.shared)
+
+    def byte(self, pos: np.ndarray) -> np.ndarray:
+        return self.data[np.minimum(self.start + pos, len(self.data) - 1)].astype(np.int64)
+
+    def int16(self, pos: np.ndarray) -> np.ndarray:
+        value = (self.byte(pos) << 8) | self.byte(pos + 1)
+        return np.where(value >= 0x8000, value - 0x10000, value)
+
+    def ascii(self, pos: np.ndarray, n: np.ndarray, check: np.ndarray) -> np.ndarray:
+        """Where `check` holds (and [pos, pos + n) fits the row): every byte of that range is below 0x80."""
+        result = np.ones(len(pos), dtype=bool)
+        rows = np.nonzero(check & (n > 0))[0]
+        if len(rows) > 64:  # prefix counts of bytes >= 0x80 over the whole buffer, built once
+            if "high" not in self.shared:
+                self.shared["high"] = np.concatenate([[0], np.cumsum(self.data >= 0x80, dtype=np.int32)])
+            high = self.shared["high"]
+            first = self.start[rows] + pos[rows]
+            result[rows] = high[first + n[rows]] == high[first]
+        else:  # commit metadata is almost always empty
+            for i in rows:
+                first = self.start[i] + pos[i]
+                result[i] = not (self.data[first:first + n[i]] >= 0x80).any()
+        return result
+
+
+def proven(values: pa.Array, layout: Layout, versions: Sequence[int] | None = None) -> np.ndarray:
+    """Per row: the value is non-null and the codec reads it as `layout`, at the version in its first two
+    bytes (one of `versions`, default all), completely and without error. False where unsure."""
+    buf, valid = _Bytes.of(values)
+    ok = np.zeros(len(buf.length), dtype=bool)
+    head = np.where(valid & (buf.length >= 2), buf.int16(np.zeros(len(buf.length), np.int64)), -1)
+    for version in versions if versions is not None else layout.versions:
+        rows = np.nonzero(head == version)[0]
+        if len(rows):
+            ok[rows] = _reads(buf.rows(rows), plan_for(layout, version))
+    return ok
+
+
+def _reads(buf: _Bytes, plan: Plan) -> np.ndarray:
+    """Rows whose bytes after the version hold `plan` exactly."""
+    pos = np.full(len(buf.length), 2, np.int64)
+    ok = np.ones(len(buf.length), dtype=bool)
+    for fp in plan.untagged:
+        t = fp.type
+        if not isinstance(t, Primitive):
+            return np.zeros_like(ok)
+        if t.name in _WIDTHS:
+            pos = pos + _WIDTHS[t.name]
+        elif t.name == "string":
+            if fp.compact:  # uvarint length + 1 in one byte; 0 (null) and longer varints unproven
+                n = buf.byte(pos) - 1
+                ok &= (pos < buf.length) & (n >= 0) & (n < 0x7F)
+                pos = pos + 1
+            else:
+                n = buf.int16(pos)
+                ok &= (pos + 2 <= buf.length) & (n >= 0)
+                pos = pos + 2
+            ok &= (pos + n <= buf.length)
+            ok &= buf.ascii(pos, n, ok)
+            pos = pos + np.maximum(n, 0)
+        else:
+            return np.zeros_like(ok)
+    if plan.flexible:
+        count = buf.byte(pos)
+        ok &= pos < buf.length
+        every = count == len(plan.tagged)
+        after = pos + 1
+        for fp in plan.tagged:
+            width = _WIDTHS.get(fp.type.name) if isinstance(fp.type, Primitive) else None
+            if width is None or fp.tag >= 0x80 or width >= 0x80:
+                every = np.zeros_like(ok)
+                break
+            every = every & (buf.byte(after) == fp.tag) & (buf.byte(after + 1) == width)
+            after = after + 2 + width
+        empty = count == 0
+        pos = np.where(empty, pos + 1, after)
+        ok &= empty | (every if plan.tagged else False)
+    return ok & (pos == buf.length)

@@ -1,0 +1,103 @@
+"""The log's reduction (jobs.reduce), begun inside a source task: Arrow batches in, far fewer Arrow batches out.
+
+A task that reads its share of the log as Arrow batches (a local Parquet dump: jobs.sources.parquet) folds it
+before Spark sees a row: per coordinator partition and key, only the newest reducible plain commit is kept,
+with how many records it stands for; every other record passes whole. Spark then finishes the reduction across
+tasks (jobs.reduce.combine_partials). What "plain" and "reducible" mean is jobs.reduce's rule; here it is read
+with Arrow kernels and jobs.arrow_check, which proves no more than the native reader does, so a record that is
+folded away is one the check would have passed.
+
+No Spark import: the functions take and give pyarrow data, and run in a task's Python worker.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.arrow_check import proven
+from offsets_codec import REGISTRY
+
+OFFSET_TYPES = tuple(t for t, rt in REGISTRY.items() if rt.group_family == "offsets")
+_VALUE_LAYOUT = REGISTRY[OFFSET_TYPES[0]].value
+_OFFSET_KEY_PREFIXES = pa.array([t.to_bytes(2, "big", signed=True) for t in OFFSET_TYPES], pa.binary())
+NO_PRODUCER = -1
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+# What a task adds to each record (jobs.reduce.reduce_log's columns).
+PARTIAL_FIELDS = (("records", pa.int64()), ("newest_timestamp", TIMESTAMP), ("after_as_of", pa.bool_()),
+                  ("reduced", pa.bool_()))
+GROUP = ["partition", "key", "after_as_of"]
+# Reducible rows held before they are folded: bounds a task's memory by the number of keys, not the log.
+FOLD_ROWS = 1 << 20
+
+
+def _column(batch: pa.Table, name: str) -> pa.ChunkedArray | None:
+    return batch.column(name) if name in batch.column_names else None
+
+
+def reducible(batch: pa.Table) -> np.ndarray:
+    """Per record: a plain offset commit or tombstone (offset-commit key type, not a control record, no producer),
+    at a known position, whose value is null or proven valid (jobs.arrow_check)."""
+    head = pc.binary_slice(batch.column("key"), 0, 2)
+    mask = pc.fill_null(pc.is_in(head, value_set=_OFFSET_KEY_PREFIXES), False)
+    control = _column(batch, "is_control")
+    if control is not None:
+        mask = pc.and_(mask, pc.invert(pc.fill_null(control, False)))
+    producer = _column(batch, "producer_id")
+    if producer is not None:
+        mask = pc.and_(mask, pc.equal(pc.fill_null(producer, NO_PRODUCER), NO_PRODUCER))
+    for position in ("partition", "offset"):
+        mask = pc.and_(mask, pc.is_valid(batch.column(position)))
+    rows = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+    if not rows.any():
+        return rows
+    values = batch.column("value")
+    null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    return rows & (null | proven(values, _VALUE_LAYOUT))
+
+
+def _with_partial(batch: pa.Table, late: pa.ChunkedArray | pa.Array, reduced: bool) -> pa.Table:
+    n = batch.num_rows
+    return (batch.append_column("records", pa.array(np.ones(n, np.int64)))
+            .append_column("newest_timestamp", batch.column("timestamp"))
+            .append_column("after_as_of", late)
+            .append_column("reduced", pa.array(np.full(n, reduced))))
+
+
+def _fold(tables: list[pa.Table]) -> pa.Table:
+    """One row per (partition, key, after_as_of): the newest record, standing for all of them."""
+    rows = pa.concat_tables(tables)
+    newest = rows.group_by(GROUP, use_threads=False).aggregate(
+        [("offset", "max"), ("records", "sum"), ("newest_timestamp", "max")])
+    newest = newest.select(["partition", "offset_max", "records_sum", "newest_timestamp_max"]).rename_columns(
+        ["partition", "offset", "records", "newest_timestamp"])
+    winners = rows.drop_columns(["records", "newest_timestamp"]).join(
+        newest, ["partition", "offset"], join_type="inner", use_threads=False)
+    return winners.select(rows.column_names)
+
+
+def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterator[pa.Table]:
+    """`batches` (contract columns, timestamp as TIMESTAMP) with PARTIAL_FIELDS, reduced: every record that is
+    not reducible, as it is; of the reducible ones, the newest per (partition, key, after_as_of)."""
+    folding: list[pa.Table] = []
+    held = 0
+    for batch in batches:
+        if as_of_us is None:
+            late = pa.array(np.zeros(batch.num_rows, bool))
+        else:
+            ts = batch.column("timestamp")
+            late = pc.fill_null(pc.greater(ts, pa.scalar(as_of_us, TIMESTAMP)), False)
+        rows = reducible(batch)
+        mask = pa.array(rows)
+        if not rows.all():
+            yield _with_partial(batch, late, False).filter(pc.invert(mask))
+        if rows.any():
+            folding.append(_with_partial(batch, late, True).filter(mask))
+            held += folding[-1].num_rows
+            if held > FOLD_ROWS:
+                folding = [_fold(folding)]
+                held = folding[0].num_rows
+    if folding:
+        yield _fold(folding)

@@ -1,0 +1,170 @@
+"""A local Parquet dump read by its row groups, each task reducing what it reads (jobs.partial_reduce).
+
+The whole dump is still `read_parquet`'s frame (the history and the quarantine read every record); this source
+gives the reduction its input without Spark's row-by-row scan: pyarrow reads a task's row groups as columns, the
+task folds them, and Spark receives about one row per key and task plus the records kept whole.
+
+Used in local mode (the tasks open the driver's files) for dumps of MIN_BYTES or more whose files are plain
+Parquet with one schema, no partition folders, and a timestamp that is zoned or epoch milliseconds (a local
+timestamp's meaning depends on Spark's session time zone: Spark reads it). Any other dump is reduced by Spark
+alone, with the same result (jobs.reduce; tests/jobs/test_partial_reduce.py compares the two).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from jobs.hive import data_files
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SOURCE_NAME = "offsetlake_reduced_dump"
+# Compressed bytes of row groups per task, at most. Each task's output is about one row per key, so fewer,
+# larger tasks send Spark fewer rows; a task's memory is bounded by its keys either way (FOLD_ROWS).
+TASK_BYTES = 256 << 20
+# A smaller dump is left to Spark's reduction: this source's fixed cost (Python processes that plan the read,
+# cold Arrow conversion in the JVM: seconds) is more than a scan of it costs.
+MIN_BYTES = 64 << 20
+# The columns the reduction and the replay read, with the types Spark's reader would give them (jobs.raw).
+COLUMN_TYPES = {"key": "binary", "value": "binary", "partition": "int", "offset": "bigint", "timestamp": "timestamp",
+                "producer_id": "bigint", "producer_epoch": "smallint", "is_control": "boolean"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class DumpPlan:
+    columns: tuple[str, ...]  # COLUMN_TYPES keys the dump has
+    tasks: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]  # per task: (file, row groups)
+
+
+def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes: int = MIN_BYTES
+              ) -> DumpPlan | None:
+    """Row groups spread over tasks of at most `task_bytes` (compressed), as many as `cores` at least; None when
+    the dump is not one this source reads (see the module) or is smaller than `min_bytes`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if "://" in location:
+        return None
+    root = Path(location)
+    files = [(root, {})] if root.is_file() else list(data_files(root))
+    if not files or any(values for _, values in files):
+        return None
+    groups: list[tuple[str, int, int]] = []  # (file, row group, compressed bytes)
+    schema = None
+    for path, _ in files:
+        meta = pq.ParquetFile(path).metadata
+        file_schema = meta.schema.to_arrow_schema()
+        if schema is not None and not file_schema.equals(schema):
+            return None
+        schema = file_schema
+        groups += [(str(path), i, max(_compressed(meta.row_group(i)), 1)) for i in range(meta.num_row_groups)]
+    stamp = schema.field("timestamp").type
+    if not ((pa.types.is_timestamp(stamp) and stamp.tz) or pa.types.is_integer(stamp)):
+        return None
+    total = sum(size for *_, size in groups)
+    if total < min_bytes:
+        return None
+    count = max(cores, math.ceil(total / task_bytes / cores) * cores)
+    per_task = total / count
+    tasks: list[dict[str, list[int]]] = [{}]
+    filled = 0.0
+    for path, group, size in groups:
+        if filled >= per_task and len(tasks) < count:
+            tasks.append({})
+            filled = 0.0
+        tasks[-1].setdefault(path, []).append(group)
+        filled += size
+    columns = tuple(name for name in COLUMN_TYPES if name in schema.names)
+    return DumpPlan(columns, tuple(tuple((p, tuple(g)) for p, g in t.items()) for t in tasks if t))
+
+
+def _compressed(group: Any) -> int:
+    return sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+
+
+def read_reduced_dump(spark: SparkSession, plan: DumpPlan, as_of: datetime | None) -> DataFrame:
+    """The dump's records reduced per task: plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS."""
+    spark.dataSource.register(ReducedDumpSource)
+    as_of_us = "" if as_of is None else str((as_of - _EPOCH) // timedelta(microseconds=1))
+    # The schema given, not asked of the source: that would cost a Python process before the read is planned.
+    return spark.read.format(SOURCE_NAME).schema(_schema_ddl(list(plan.columns))).options(
+        columns=json.dumps(plan.columns), tasks=json.dumps(plan.tasks), as_of_us=as_of_us).load()
+
+
+def _schema_ddl(columns: list[str]) -> str:
+    from jobs.partial_reduce import PARTIAL_FIELDS
+
+    partial = {"records": "bigint", "newest_timestamp": "timestamp", "after_as_of": "boolean", "reduced": "boolean"}
+    assert list(partial) == [name for name, _ in PARTIAL_FIELDS]
+    return ", ".join(f"`{name}` {COLUMN_TYPES[name]}" for name in columns) + ", " + ", ".join(
+        f"`{name}` {dtype}" for name, dtype in partial.items())
+
+
+@dataclass(frozen=True)
+class RowGroups(InputPartition):
+    """One task: [(file, [row group, ...]), ...]."""
+
+    groups: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+class ReducedDumpSource(DataSource):
+    """`spark.read.format("offsetlake_reduced_dump")`: one task per planned share of row groups."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return _schema_ddl(json.loads(self.options["columns"]))
+
+    def reader(self, schema: Any) -> "ReducedDumpReader":
+        return ReducedDumpReader(dict(self.options))
+
+
+class ReducedDumpReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.columns = json.loads(options["columns"])
+        self.tasks = json.loads(options["tasks"])
+        self.as_of_us = int(options["as_of_us"]) if options["as_of_us"] else None
+
+    def partitions(self) -> list[RowGroups]:
+        return [RowGroups(tuple((path, tuple(groups)) for path, groups in task)) for task in self.tasks]
+
+    def read(self, partition: RowGroups) -> Iterator[Any]:
+        yield from read_task(partition.groups, self.columns, self.as_of_us)
+
+
+def read_task(groups: tuple[tuple[str, tuple[int, ...]], ...], columns: list[str], as_of_us: int | None
+              ) -> Iterator[Any]:
+    """One task: its row groups read with pyarrow, typed as Spark would read them, reduced; RecordBatches."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from jobs.partial_reduce import PARTIAL_FIELDS, TIMESTAMP, reduce_batches
+
+    types = {"binary": pa.binary(), "int": pa.int32(), "bigint": pa.int64(), "smallint": pa.int16(),
+             "boolean": pa.bool_(), "timestamp": TIMESTAMP}
+    schema = pa.schema([(name, types[COLUMN_TYPES[name]]) for name in columns] + list(PARTIAL_FIELDS))
+
+    def tables() -> Iterator[pa.Table]:
+        for path, row_groups in groups:
+            dump = pq.ParquetFile(path)
+            for group in row_groups:
+                table = dump.read_row_group(group, columns=columns, use_threads=False)
+                stamp = table.column("timestamp")
+                if pa.types.is_integer(stamp.type):  # epoch milliseconds
+                    stamp = pc.multiply(stamp.cast(pa.int64()), 1000)
+                table = table.set_column(columns.index("timestamp"), "timestamp", stamp.cast(TIMESTAMP, safe=False))
+                yield table.cast(pa.schema([(n, schema.field(n).type) for n in columns]))
+
+    for reduced in reduce_batches(tables(), as_of_us):
+        yield from reduced.select(schema.names).cast(schema).to_batches()

@@ -1,0 +1,132 @@
+"""The reduction begun in a source's tasks (jobs.partial_reduce, jobs.arrow_check, jobs.sources.reduced_dump):
+it proves no more than the codec accepts, folds what the Spark reduction folds, and the reduced log it gives
+equals the one Spark's own reduction gives, record for record."""
+from __future__ import annotations
+
+import random
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from offset_corpus import TEXTS, commit_values, damaged_values
+
+from jobs.arrow_check import proven
+from jobs.partial_reduce import TIMESTAMP, reduce_batches
+from offsets_codec import REGISTRY, DecodeError, decode_value, encode_key, encode_value
+
+VALUE = REGISTRY[1].value
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0_US = int(T0.timestamp() * 1_000_000)
+
+
+def _codec_ok(value: bytes) -> bool:
+    try:
+        decode_value(1, value)
+        return True
+    except DecodeError:
+        return False
+
+
+def test_proven_values_are_ones_the_codec_reads():
+    rng = random.Random(6)
+    good = commit_values(rng)
+    corpus = good + damaged_values(rng, good) + [None]
+    verdict = proven(pa.array(corpus, pa.binary()), VALUE)
+    assert [v for v, ok in zip(corpus, verdict) if ok and not _codec_ok(v)] == []
+    # ...and it proves the shapes brokers write: ASCII text (with a one-byte compact length in v4).
+    texts = [TEXTS[i % len(TEXTS)] for i in range(len(good))]  # commit_values writes each text per version
+    common = [v for v, text in zip(good, texts) if text.isascii() and (v[:2] != b"\x00\x04" or len(text) < 127)]
+    assert len(common) == 5 * 4 - 1 and all(proven(pa.array(common, pa.binary()), VALUE))
+
+
+def test_proven_reads_sliced_and_large_binary_arrays():
+    values = [encode_value(1, 3, {"offset": i, "leaderEpoch": 1, "metadata": "", "commitTimestamp": 5})
+              for i in range(6)] + [b"\x00\x03junk"]
+    whole = pa.array(values, pa.binary())
+    assert list(proven(whole.slice(3), VALUE)) == [True, True, True, False]
+    assert list(proven(pa.array(values, pa.large_binary()), VALUE)) == [True] * 6 + [False]
+
+
+def _key(group: str, partition: int = 0) -> bytes:
+    return encode_key(1, {"group": group, "topic": "t", "partition": partition})
+
+
+def _commit(offset: int) -> bytes:
+    return encode_value(1, 3, {"offset": offset, "leaderEpoch": 1, "metadata": "", "commitTimestamp": 5})
+
+
+def _log(rows: list[tuple]) -> pa.Table:
+    """(key, value, offset, seconds after T0, producer_id, is_control) on coordinator partition 0."""
+    return pa.table({
+        "key": pa.array([r[0] for r in rows], pa.binary()), "value": pa.array([r[1] for r in rows], pa.binary()),
+        "partition": pa.array([0] * len(rows), pa.int32()), "offset": pa.array([r[2] for r in rows], pa.int64()),
+        "timestamp": pa.array([T0_US + r[3] * 1_000_000 for r in rows], TIMESTAMP),
+        "producer_id": pa.array([r[4] for r in rows], pa.int64()), "is_control": pa.array([r[5] for r in rows]),
+    })
+
+
+def test_a_task_keeps_each_keys_newest_plain_commit_and_every_other_record_whole():
+    a, b = _key("a"), _key("b")
+    log = _log([
+        (a, _commit(1), 0, 0, -1, False),
+        (a, b"\x00\x03broken", 1, 1, -1, False),  # unproven: kept whole, never folded into a's newest
+        (a, _commit(3), 2, 2, -1, False),
+        (b, _commit(1), 3, 3, 7, False),  # transactional: kept whole
+        (b"\x00\x00\x00\x01", None, 4, 4, 7, True),  # a COMMIT marker
+        (b, None, 5, 5, -1, False),  # a tombstone: reducible
+        (a, _commit(9), 6, 100, -1, False),  # after as_of: its own group
+    ])
+    batches = [log.slice(0, 3), log.slice(3)]  # a key's records span batches: folded across them
+    out = pa.concat_tables(reduce_batches(batches, T0_US + 50_000_000)).sort_by("offset").to_pylist()
+    got = [(r["offset"], r["records"], r["reduced"], r["after_as_of"]) for r in out]
+    assert got == [(1, 1, False, False), (2, 2, True, False), (3, 1, False, False), (4, 1, False, False),
+                   (5, 1, True, False), (6, 1, True, True)]
+    assert out[1]["newest_timestamp"] == datetime.fromtimestamp(T0.timestamp() + 2, timezone.utc)
+
+
+def test_the_reduced_log_is_the_same_whichever_reduces_it(spark, tmp_path):
+    """The sample (every record type, transactions, two corrupt records) reduced by Spark alone and by the
+    dump's tasks, as of its newest record and as of a moment in its middle."""
+    from jobs.raw import normalise
+    from jobs.records import log_records
+    from jobs.reduce import reduce_log
+    from jobs.sample import write_sample
+    from jobs.sources.reduced_dump import plan_dump, read_reduced_dump
+
+    write_sample(tmp_path / "dump", 6000, seed=3)
+    table = pq.read_table(tmp_path / "dump")
+    pq.write_table(table, tmp_path / "dump" / "part-00000.parquet", row_group_size=1500)  # several tasks
+    location = str(tmp_path / "dump")
+    plan = plan_dump(location, cores=2, task_bytes=1, min_bytes=0)
+    assert plan is not None and len(plan.tasks) >= 2
+    records = log_records(normalise(spark.read.parquet(location), "test"))
+    newest = table.column("timestamp").to_pylist()
+    for as_of in (None, sorted(newest)[len(newest) // 2]):
+        by_spark = reduce_log(records, as_of, lambda _name, df: df.cache())
+        by_tasks = reduce_log(records, as_of, lambda _name, df: df.cache(),
+                              lambda at: read_reduced_dump(spark, plan, at))
+        columns = by_spark.columns
+        assert by_tasks.columns == columns
+        want, got = by_spark.collect(), by_tasks.collect()
+        assert sorted(map(tuple, got)) == sorted(map(tuple, want))
+        assert sum(r["records"] for r in got) == table.num_rows
+        assert any(r["reduced"] and r["records"] > 1 for r in got)
+        assert any(r["error"] is not None for r in got)
+
+
+@pytest.mark.parametrize("layout", ["partition_folders", "local_timestamps", "small"])
+def test_dumps_this_source_leaves_to_spark(tmp_path, layout):
+    from jobs.sources.reduced_dump import plan_dump
+
+    rows = {"key": [b"\x00\x01"], "value": [b""], "partition": [0], "offset": [0]}
+    if layout == "partition_folders":
+        (tmp_path / "partition=0").mkdir()
+        pq.write_table(pa.table({**rows, "timestamp": pa.array([0], TIMESTAMP)}),
+                       tmp_path / "partition=0" / "a.parquet")
+    elif layout == "local_timestamps":
+        pq.write_table(pa.table({**rows, "timestamp": pa.array([0], pa.timestamp("us"))}), tmp_path / "a.parquet")
+    else:
+        pq.write_table(pa.table({**rows, "timestamp": pa.array([0], TIMESTAMP)}), tmp_path / "a.parquet")
+        assert plan_dump(str(tmp_path), cores=2, min_bytes=0) is not None  # read by tasks when it is not small
+    assert plan_dump(str(tmp_path), cores=2) is None
