@@ -10,14 +10,17 @@ whatever this reader is unsure of is left unproven and goes through the full che
 * no trailing bytes: the value ends where its last field does.
 
 A version whose layout holds a type this reader does not read (arrays, structs, bytes) is never proven.
-Positions are per-row numpy arrays, so a string's length moves each row's later fields on its own.
+Positions are per-row numpy arrays, so a string's length moves each row's later fields on its own. `read` also
+gives the proven rows' fields (the history of offset commits reads them: jobs.partial_reduce).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from offsets_codec.layout import Layout, Primitive
 from offsets_codec.plan import Plan, plan_for
@@ -75,28 +78,70 @@ class _Bytes:
         return result
 
 
-def proven(values: pa.Array, layout: Layout, versions: Sequence[int] | None = None) -> np.ndarray:
+@dataclass(frozen=True)
+class BulkRead:
+    ok: np.ndarray  # per row: proven (see `proven`)
+    fields: dict[str, pa.Array]  # untagged integer and string fields; null where not ok or the version lacks one
+
+
+def proven(values: pa.Array, layout: Layout) -> np.ndarray:
     """Per row: the value is non-null and the codec reads it as `layout`, at the version in its first two
-    bytes (one of `versions`, default all), completely and without error. False where unsure."""
+    bytes, completely and without error. False where unsure."""
+    return read(values, layout, ()).ok
+
+
+def read(values: pa.Array, layout: Layout, fields: Sequence[str]) -> BulkRead:
+    """`proven`, and the named untagged fields of the proven rows (ints as int64, strings as strings)."""
     buf, valid = _Bytes.of(values)
-    ok = np.zeros(len(buf.length), dtype=bool)
-    head = np.where(valid & (buf.length >= 2), buf.int16(np.zeros(len(buf.length), np.int64)), -1)
-    for version in versions if versions is not None else layout.versions:
-        rows = np.nonzero(head == version)[0]
-        if len(rows):
-            ok[rows] = _reads(buf.rows(rows), plan_for(layout, version))
-    return ok
+    rows = len(buf.length)
+    ok = np.zeros(rows, dtype=bool)
+    at = {name: np.full(rows, -1, np.int64) for name in fields}  # where each field starts (-1: absent)
+    size = {name: np.zeros(rows, np.int64) for name in fields}  # strings: their length
+    head = np.where(valid & (buf.length >= 2), buf.int16(np.zeros(rows, np.int64)), -1)
+    for version in layout.versions:
+        which = np.nonzero(head == version)[0]
+        if len(which):
+            ok[which], positions, lengths = _reads(buf.rows(which), plan_for(layout, version))
+            for name in fields:
+                if name in positions:
+                    at[name][which] = positions[name]
+                    size[name][which] = lengths.get(name, 0)
+    types = {f.name: f.type for f in layout.fields}
+    return BulkRead(ok, {name: _decoded(buf, types[name], at[name], size[name], ok & (at[name] >= 0))
+                         for name in fields})
 
 
-def _reads(buf: _Bytes, plan: Plan) -> np.ndarray:
-    """Rows whose bytes after the version hold `plan` exactly."""
+def _decoded(buf: _Bytes, t: Primitive, at: np.ndarray, size: np.ndarray, present: np.ndarray) -> pa.Array:
+    """One field's values where `present`, null elsewhere."""
+    first = buf.start + np.where(present, at, 0)
+    if t.name == "string":
+        n = np.where(present, size, 0)
+        offsets = np.concatenate([[0], np.cumsum(n)]).astype(np.int32)
+        spans = np.repeat(first - offsets[:-1], n) + np.arange(offsets[-1])  # every byte of every string
+        text = buf.data[np.minimum(spans, len(buf.data) - 1)] if len(spans) else np.zeros(0, np.uint8)
+        strings = pa.StringArray.from_buffers(len(n), pa.py_buffer(offsets), pa.py_buffer(text.tobytes()))
+        return pc.if_else(pa.array(present), strings, pa.scalar(None, pa.string()))
+    width = _WIDTHS[t.name]
+    spans = np.minimum(first[:, None] + np.arange(width), len(buf.data) - 1)
+    raw = np.ascontiguousarray(buf.data[spans])
+    numbers = raw.view(">u2" if t.name == "uint16" else f">i{width}").ravel().astype(np.int64)
+    return pa.array(numbers, pa.int64(), mask=~present)
+
+
+def _reads(buf: _Bytes, plan: Plan) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(rows whose bytes after the version hold `plan` exactly, where each untagged field starts, the length of
+    each string field)."""
     pos = np.full(len(buf.length), 2, np.int64)
     ok = np.ones(len(buf.length), dtype=bool)
+    positions: dict[str, np.ndarray] = {}
+    lengths: dict[str, np.ndarray] = {}
+    nothing = np.zeros_like(ok), positions, lengths
     for fp in plan.untagged:
         t = fp.type
         if not isinstance(t, Primitive):
-            return np.zeros_like(ok)
+            return nothing
         if t.name in _WIDTHS:
+            positions[fp.name] = pos
             pos = pos + _WIDTHS[t.name]
         elif t.name == "string":
             if fp.compact:  # uvarint length + 1 in one byte; 0 (null) and longer varints unproven
@@ -109,9 +154,10 @@ def _reads(buf: _Bytes, plan: Plan) -> np.ndarray:
                 pos = pos + 2
             ok &= (pos + n <= buf.length)
             ok &= buf.ascii(pos, n, ok)
+            positions[fp.name], lengths[fp.name] = pos, np.maximum(n, 0)
             pos = pos + np.maximum(n, 0)
         else:
-            return np.zeros_like(ok)
+            return nothing
     if plan.flexible:
         count = buf.byte(pos)
         ok &= pos < buf.length
@@ -127,4 +173,4 @@ def _reads(buf: _Bytes, plan: Plan) -> np.ndarray:
         empty = count == 0
         pos = np.where(empty, pos + 1, after)
         ok &= empty | (every if plan.tagged else False)
-    return ok & (pos == buf.length)
+    return ok & (pos == buf.length), positions, lengths

@@ -35,13 +35,15 @@ KEY = ["coordinator_partition", "offset_key"]
 
 
 def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: DataFrame | None = None,
-                   fates: DataFrame | None = None) -> DataFrame:
+                   fates: DataFrame | None = None, plain_commits: DataFrame | None = None) -> DataFrame:
     """The offset_commits table: one row per applied offset record, in application order per key.
 
     `valid`: the checked records the replay reads (valid, at or before as_of): the reduced log (jobs.reduce),
     or a whole checked log; `log`: the whole log (jobs.records.log_records) the reduced log came from, whose
     plain commits are read natively here; `transactions`: the records hold transactional records or markers;
-    `fates`: their transactional commits with their fates, when the replay has them (computed here otherwise).
+    `fates`: their transactional commits with their fates, when the replay has them (computed here otherwise);
+    `plain_commits`: the log's plain commits as `_plain_records` gives them, when the source's tasks decoded them
+    (jobs.partial_reduce.plain_commits: exactly the records they folded, so the rest are in `valid` whole).
     """
     from_log = log is not None and "reduced" in valid.columns
     if not transactions:
@@ -51,7 +53,8 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     kept = _kept_whole(valid.where(~F.col("reduced")) if from_log else valid, fates)
     applied = kept.withColumn("proven", F.lit(True))  # checked records: valid
     if from_log:
-        applied = _plain_records(log, as_of).unionByName(applied)
+        plain = plain_commits if plain_commits is not None else _plain_records(log, as_of)
+        applied = plain.unionByName(applied)
     # A plain record whose value the native reader does not prove is kept out of its key's window (in a keyless
     # one of its own) and dropped after the window: a filter below it would be pushed into the reader's
     # projection and inline its helper columns, each many times (measured: five times slower).

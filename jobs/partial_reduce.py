@@ -1,11 +1,12 @@
 """The log's reduction (jobs.reduce), begun inside a source task: Arrow batches in, far fewer Arrow batches out.
 
-A task that reads its share of the log as Arrow batches (a local Parquet dump: jobs.sources.parquet) folds it
-before Spark sees a row: per coordinator partition and key, only the newest reducible plain commit is kept,
+A task that reads its share of the log as Arrow batches (a local Parquet dump: jobs.sources.reduced_dump) folds
+it before Spark sees a row: per coordinator partition and key, only the newest reducible plain commit is kept,
 with how many records it stands for; every other record passes whole. Spark then finishes the reduction across
 tasks (jobs.reduce.combine_partials). What "plain" and "reducible" mean is jobs.reduce's rule; here it is read
-with Arrow kernels and jobs.arrow_check, which proves no more than the native reader does, so a record that is
-folded away is one the check would have passed.
+with Arrow kernels and jobs.arrow_check, which proves no more than the codec accepts, so a record that is
+folded away is one the check would have passed. `plain_commits` gives the history (jobs.history) exactly the
+records the reduction folds, decoded; every other offset record reaches it through the reduced log.
 
 No Spark import: the functions take and give pyarrow data, and run in a task's Python worker.
 """
@@ -17,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.arrow_check import proven
+from jobs.arrow_check import proven, read
 from offsets_codec import REGISTRY
 
 OFFSET_TYPES = tuple(t for t, rt in REGISTRY.items() if rt.group_family == "offsets")
@@ -37,9 +38,9 @@ def _column(batch: pa.Table, name: str) -> pa.ChunkedArray | None:
     return batch.column(name) if name in batch.column_names else None
 
 
-def reducible(batch: pa.Table) -> np.ndarray:
-    """Per record: a plain offset commit or tombstone (offset-commit key type, not a control record, no producer),
-    at a known position, whose value is null or proven valid (jobs.arrow_check)."""
+def plain(batch: pa.Table) -> np.ndarray:
+    """Per record: a plain offset commit or tombstone (offset-commit key type, not a control record, no producer)
+    at a known position."""
     head = pc.binary_slice(batch.column("key"), 0, 2)
     mask = pc.fill_null(pc.is_in(head, value_set=_OFFSET_KEY_PREFIXES), False)
     control = _column(batch, "is_control")
@@ -50,12 +51,26 @@ def reducible(batch: pa.Table) -> np.ndarray:
         mask = pc.and_(mask, pc.equal(pc.fill_null(producer, NO_PRODUCER), NO_PRODUCER))
     for position in ("partition", "offset"):
         mask = pc.and_(mask, pc.is_valid(batch.column(position)))
-    rows = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+    return np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def reducible(batch: pa.Table) -> np.ndarray:
+    """Per record: `plain`, and its value is null or proven valid (jobs.arrow_check)."""
+    rows = plain(batch)
     if not rows.any():
         return rows
     values = batch.column("value")
-    null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    return rows & (null | proven(values, _VALUE_LAYOUT))
+    return rows & (_is_null(values) | proven(values, _VALUE_LAYOUT))
+
+
+def _is_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _late(batch: pa.Table, as_of_us: int | None) -> pa.Array | pa.ChunkedArray:
+    if as_of_us is None:
+        return pa.array(np.zeros(batch.num_rows, bool))
+    return pc.fill_null(pc.greater(batch.column("timestamp"), pa.scalar(as_of_us, TIMESTAMP)), False)
 
 
 def _with_partial(batch: pa.Table, late: pa.ChunkedArray | pa.Array, reduced: bool) -> pa.Table:
@@ -84,11 +99,7 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterato
     folding: list[pa.Table] = []
     held = 0
     for batch in batches:
-        if as_of_us is None:
-            late = pa.array(np.zeros(batch.num_rows, bool))
-        else:
-            ts = batch.column("timestamp")
-            late = pc.fill_null(pc.greater(ts, pa.scalar(as_of_us, TIMESTAMP)), False)
+        late = _late(batch, as_of_us)
         rows = reducible(batch)
         mask = pa.array(rows)
         if not rows.all():
@@ -101,3 +112,35 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterato
                 held = folding[0].num_rows
     if folding:
         yield _fold(folding)
+
+
+# jobs.history's plain commits: (column, type) in its order (history.APPLIED, then `proven`).
+COMMIT_FIELDS = (("coordinator_partition", pa.int32()), ("offset_key", pa.binary()), ("record_offset", pa.int64()),
+                 ("source_record_offset", pa.int64()), ("record_timestamp", TIMESTAMP), ("producer_id", pa.int64()),
+                 ("committed_offset", pa.int64()), ("leader_epoch", pa.int32()), ("metadata", pa.string()),
+                 ("commit_timestamp_ms", pa.int64()), ("proven", pa.bool_()))
+
+
+def plain_commits(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterator[pa.Table]:
+    """The records `reduce_batches` folds (reducible, at or before as_of), each decoded: COMMIT_FIELDS, as
+    jobs.history reads plain commits from the log. Every other offset record is in the reduced log whole."""
+    for batch in batches:
+        rows = plain(batch) & ~np.asarray(_late(batch, as_of_us).to_numpy(zero_copy_only=False), dtype=bool)
+        if not rows.any():
+            continue
+        kept = batch.filter(pa.array(rows))
+        value = read(kept.column("value"), _VALUE_LAYOUT, ("offset", "leaderEpoch", "metadata", "commitTimestamp"))
+        folded = pa.array(_is_null(kept.column("value")) | value.ok)  # as `reducible` says
+        kept = kept.filter(folded)
+        fields = {name: column.filter(folded) for name, column in value.fields.items()}
+        epoch = fields["leaderEpoch"]
+        offsets = kept.column("offset")
+        keys = kept.column("key")
+        # The key's bytes after its type (jobs.replay.offset_key); an explicit end: pyarrow sizes its output by it.
+        offset_key = pc.binary_slice(keys, 2, max(pc.max(pc.binary_length(keys)).as_py() or 2, 2))
+        yield pa.table([
+            kept.column("partition"), offset_key, offsets, offsets, kept.column("timestamp"),
+            pa.array(np.full(kept.num_rows, NO_PRODUCER, np.int64)), fields["offset"],
+            pc.if_else(pc.equal(epoch, -1), pa.scalar(None, pa.int64()), epoch).cast(pa.int32()),
+            fields["metadata"], fields["commitTimestamp"], pa.array(np.ones(kept.num_rows, bool)),
+        ], schema=pa.schema(COMMIT_FIELDS))

@@ -51,14 +51,16 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
             topic_ids: DataFrame | None = None, segment_errors: DataFrame | None = None,
             transactions: bool = True, pin: Callable[[str, DataFrame], DataFrame] | None = None,
             modern: bool = True, history: bool = True, log: DataFrame | None = None,
-            rate_window_ms: int = RATE_WINDOW_MS, status_window: int = STATUS_WINDOW) -> dict[str, DataFrame]:
+            rate_window_ms: int = RATE_WINDOW_MS, status_window: int = STATUS_WINDOW,
+            plain_commits: DataFrame | None = None) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed).
 
     `transactions=False` says the records hold no transactional record or marker, `modern=False` no
     modern-group record (record_counts knows), so the replay can skip that work. `history=False` skips the
     history tables; `log`: the whole log when `checked` is the reduced log (jobs.history reads its plain
-    commits). `end_offsets`: end offsets as read (topic, partition, offset[, timestamp]) or the end-offset
-    history (jobs.end_offsets_history). `pin(name, df)` materialises the state several tables read (default:
+    commits); `plain_commits`: those commits, decoded by the source's tasks (jobs.sources.reduced_dump).
+    `end_offsets`: end offsets as read (topic, partition, offset[, timestamp]) or the end-offset history
+    (jobs.end_offsets_history). `pin(name, df)` materialises the state several tables read (default:
     persist it); `run` pins it to files in the sink's staging area."""
     pin = pin or _persist
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
@@ -87,7 +89,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     if end_offsets is not None:  # snapshots up to as_of (one without a timestamp is the snapshot of as_of)
         ends = end_offsets if "observed_at" in end_offsets.columns else end_offsets_history(end_offsets, as_of_col)
     # The commit history grows with the log and lag and status read it: computed once (a table, pinned).
-    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log, state.fates)) if history else None
+    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log, state.fates, plain_commits)
+                  ) if history else None
     if ends is None:
         lag = spark.createDataFrame([], spark_schema("consumer_lag"))
     else:
@@ -210,7 +213,7 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     try:
         log.info("reading %s", cfg.source)
         records = log_records(source.records)
-        reduced = reduce_log(records, cfg.as_of, sink.pin, source.reduced)
+        reduced = reduce_log(records, cfg.as_of, sink.pin, source.tasks.reduced if source.tasks else None)
         counts = record_counts(reduced, cfg.as_of)
         # Default as_of: the newest record (an empty input has none: then now, and every table is empty).
         as_of = cfg.as_of or counts["newest"] or datetime.now(timezone.utc)
@@ -225,7 +228,8 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         ends = previous_ends if new_ends is None else merge_history(previous_ends, new_ends)
         tables = rebuild(reduced, as_of, cfg.retention_ms, ends, topic_id_frame, segment_errors,
                          transactions=transactions, pin=sink.pin, modern=modern, history=cfg.history, log=records,
-                         rate_window_ms=cfg.rate_window_ms, status_window=cfg.status_window)
+                         rate_window_ms=cfg.rate_window_ms, status_window=cfg.status_window,
+                         plain_commits=source.tasks.plain_commits(as_of) if source.tasks and cfg.history else None)
         tables["end_offsets_history"] = ends  # written every run, unchanged by a run without end offsets
         if counts["scattered_bad_keys"]:  # a corrupt key whose values looked right: all its records, whole
             whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))

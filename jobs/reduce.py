@@ -57,8 +57,8 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
 
     `pin(name, df)` materialises a frame that is read more than once (the pipeline writes it to its staging
     area), so the log is scanned exactly twice: once to aggregate, once to fetch the chosen rows.
-    `partial(as_of)`: the log as its source's tasks reduced it (jobs.partial_reduce), when the source can; then
-    the log is scanned once, by those tasks, and only their results are combined here.
+    `partial(as_of)`: the log as its source's tasks reduced it (jobs.sources.reduced_dump), when the source can;
+    then the log is read once, by those tasks, and only their results are combined here.
     """
     if partial is not None:
         return pin("reduced_log", check(combine_partials(pin("partial_log", partial(as_of)))))

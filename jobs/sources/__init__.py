@@ -5,14 +5,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from jobs.config import KafkaOptions, SourceSpec
 from jobs.raw import normalise
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from jobs.sources.reduced_dump import DumpTasks
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,8 @@ class SourceRead:
     records: DataFrame
     segment_errors: DataFrame | None = None
     cached: DataFrame | None = None  # segments: the persisted frame both are split from (read once)
-    # A local dump: its records already reduced by the tasks that read them, as of a moment (jobs.partial_reduce).
-    reduced: Callable[[datetime | None], DataFrame] | None = None
+    # A local dump: its records reduced by the tasks that read them (jobs.sources.reduced_dump).
+    tasks: DumpTasks | None = None
 
     def release(self) -> None:
         """Drop what the source cached, once the records have been consumed (e.g. checked and persisted)."""
@@ -66,7 +67,7 @@ def read_source(spark: SparkSession, source: SourceSpec, kafka: KafkaOptions | N
     """Read raw offsets-topic records from `source` (`kafka` configures a live cluster source)."""
     if source.kind == "parquet":
         from jobs.sources.parquet import read_parquet
-        from jobs.sources.reduced_dump import plan_dump, read_reduced_dump
+        from jobs.sources.reduced_dump import DumpTasks, plan_dump
 
         records = normalise(read_parquet(spark, source.location), str(source))
         # Tasks read the dump's files with pyarrow, so only where they run on this machine (local mode).
@@ -74,7 +75,7 @@ def read_source(spark: SparkSession, source: SourceSpec, kafka: KafkaOptions | N
         plan = plan_dump(source.location, context.defaultParallelism) if context.master.startswith("local") else None
         if plan is None:
             return SourceRead(records)
-        return SourceRead(records, reduced=lambda as_of: read_reduced_dump(spark, plan, as_of))
+        return SourceRead(records, tasks=DumpTasks(spark, plan))
     if source.kind == "kafka":
         from jobs.sources.kafka import read_kafka
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from jobs.hive import data_files
 
@@ -90,22 +91,47 @@ def _compressed(group: Any) -> int:
     return sum(group.column(c).total_compressed_size for c in range(group.num_columns))
 
 
-def read_reduced_dump(spark: SparkSession, plan: DumpPlan, as_of: datetime | None) -> DataFrame:
-    """The dump's records reduced per task: plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS."""
-    spark.dataSource.register(ReducedDumpSource)
-    as_of_us = "" if as_of is None else str((as_of - _EPOCH) // timedelta(microseconds=1))
-    # The schema given, not asked of the source: that would cost a Python process before the read is planned.
-    return spark.read.format(SOURCE_NAME).schema(_schema_ddl(list(plan.columns))).options(
-        columns=json.dumps(plan.columns), tasks=json.dumps(plan.tasks), as_of_us=as_of_us).load()
+@dataclass(frozen=True)
+class DumpTasks:
+    """What the tasks of a planned dump give: its reduced records, and the plain commits those stand for."""
+
+    spark: SparkSession
+    plan: DumpPlan
+
+    def reduced(self, as_of: datetime | None) -> DataFrame:
+        """plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS, reduced per task (jobs.reduce.combine_partials)."""
+        return self._read("reduce", as_of)
+
+    def plain_commits(self, as_of: datetime | None) -> DataFrame:
+        """Every record the reduction folds, decoded: jobs.partial_reduce.COMMIT_FIELDS (jobs.history)."""
+        return self._read("commits", as_of)
+
+    def _read(self, mode: str, as_of: datetime | None) -> DataFrame:
+        self.spark.dataSource.register(ReducedDumpSource)
+        as_of_us = "" if as_of is None else str((as_of - _EPOCH) // timedelta(microseconds=1))
+        # The schema given, not asked of the source: that would cost a Python process before the read is planned.
+        return self.spark.read.format(SOURCE_NAME).schema(_schema(mode, list(self.plan.columns))).options(
+            mode=mode, columns=json.dumps(self.plan.columns), tasks=json.dumps(self.plan.tasks),
+            as_of_us=as_of_us).load()
 
 
-def _schema_ddl(columns: list[str]) -> str:
-    from jobs.partial_reduce import PARTIAL_FIELDS
+def _schema(mode: str, columns: list[str]) -> StructType:
+    """The Spark schema of what a task yields in `mode`."""
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    partial = {"records": "bigint", "newest_timestamp": "timestamp", "after_as_of": "boolean", "reduced": "boolean"}
-    assert list(partial) == [name for name, _ in PARTIAL_FIELDS]
-    return ", ".join(f"`{name}` {COLUMN_TYPES[name]}" for name in columns) + ", " + ", ".join(
-        f"`{name}` {dtype}" for name, dtype in partial.items())
+    return from_arrow_schema(_arrow_schema(mode, columns))
+
+
+def _arrow_schema(mode: str, columns: list[str]) -> Any:
+    import pyarrow as pa
+
+    from jobs.partial_reduce import COMMIT_FIELDS, PARTIAL_FIELDS, TIMESTAMP
+
+    if mode == "commits":
+        return pa.schema(COMMIT_FIELDS)
+    types = {"binary": pa.binary(), "int": pa.int32(), "bigint": pa.int64(), "smallint": pa.int16(),
+             "boolean": pa.bool_(), "timestamp": TIMESTAMP}
+    return pa.schema([(name, types[COLUMN_TYPES[name]]) for name in columns] + list(PARTIAL_FIELDS))
 
 
 @dataclass(frozen=True)
@@ -122,8 +148,8 @@ class ReducedDumpSource(DataSource):
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def schema(self) -> str:
-        return _schema_ddl(json.loads(self.options["columns"]))
+    def schema(self) -> StructType:
+        return _schema(self.options["mode"], json.loads(self.options["columns"]))
 
     def reader(self, schema: Any) -> "ReducedDumpReader":
         return ReducedDumpReader(dict(self.options))
@@ -131,6 +157,7 @@ class ReducedDumpSource(DataSource):
 
 class ReducedDumpReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
+        self.mode = options["mode"]
         self.columns = json.loads(options["columns"])
         self.tasks = json.loads(options["tasks"])
         self.as_of_us = int(options["as_of_us"]) if options["as_of_us"] else None
@@ -139,21 +166,21 @@ class ReducedDumpReader(DataSourceReader):
         return [RowGroups(tuple((path, tuple(groups)) for path, groups in task)) for task in self.tasks]
 
     def read(self, partition: RowGroups) -> Iterator[Any]:
-        yield from read_task(partition.groups, self.columns, self.as_of_us)
+        yield from read_task(self.mode, partition.groups, self.columns, self.as_of_us)
 
 
-def read_task(groups: tuple[tuple[str, tuple[int, ...]], ...], columns: list[str], as_of_us: int | None
+def read_task(mode: str, groups: tuple[tuple[str, tuple[int, ...]], ...], columns: list[str], as_of_us: int | None
               ) -> Iterator[Any]:
-    """One task: its row groups read with pyarrow, typed as Spark would read them, reduced; RecordBatches."""
+    """One task: its row groups read with pyarrow, typed as Spark would read them, then reduced (mode "reduce")
+    or their plain commits decoded (mode "commits"); RecordBatches."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from jobs.partial_reduce import PARTIAL_FIELDS, TIMESTAMP, reduce_batches
+    from jobs.partial_reduce import plain_commits, reduce_batches
 
-    types = {"binary": pa.binary(), "int": pa.int32(), "bigint": pa.int64(), "smallint": pa.int16(),
-             "boolean": pa.bool_(), "timestamp": TIMESTAMP}
-    schema = pa.schema([(name, types[COLUMN_TYPES[name]]) for name in columns] + list(PARTIAL_FIELDS))
+    typed = _arrow_schema("reduce", columns)
+    schema = _arrow_schema(mode, columns)
 
     def tables() -> Iterator[pa.Table]:
         for path, row_groups in groups:
@@ -163,8 +190,9 @@ def read_task(groups: tuple[tuple[str, tuple[int, ...]], ...], columns: list[str
                 stamp = table.column("timestamp")
                 if pa.types.is_integer(stamp.type):  # epoch milliseconds
                     stamp = pc.multiply(stamp.cast(pa.int64()), 1000)
-                table = table.set_column(columns.index("timestamp"), "timestamp", stamp.cast(TIMESTAMP, safe=False))
-                yield table.cast(pa.schema([(n, schema.field(n).type) for n in columns]))
+                table = table.set_column(columns.index("timestamp"), "timestamp", stamp)
+                yield table.cast(pa.schema([typed.field(n) for n in columns]), safe=False)
 
-    for reduced in reduce_batches(tables(), as_of_us):
-        yield from reduced.select(schema.names).cast(schema).to_batches()
+    steps = reduce_batches if mode == "reduce" else plain_commits
+    for out in steps(tables(), as_of_us):
+        yield from out.select(schema.names).cast(schema).to_batches()

@@ -85,14 +85,36 @@ def test_a_task_keeps_each_keys_newest_plain_commit_and_every_other_record_whole
     assert out[1]["newest_timestamp"] == datetime.fromtimestamp(T0.timestamp() + 2, timezone.utc)
 
 
-def test_the_reduced_log_is_the_same_whichever_reduces_it(spark, tmp_path):
+def test_plain_commits_are_decoded_as_the_native_reader_names_them():
+    """Kafka's sentinels as the tables show them: a leader epoch of -1 (or none, before v3) is null."""
+    from jobs.partial_reduce import plain_commits
+
+    a = _key("a")
+    values = [encode_value(1, 3, {"offset": 7, "leaderEpoch": -1, "metadata": "m", "commitTimestamp": 5}),
+              encode_value(1, 1, {"offset": 8, "metadata": "", "commitTimestamp": 6, "expireTimestamp": 9}),
+              encode_value(1, 4, {"offset": 9, "leaderEpoch": 4, "metadata": "", "commitTimestamp": 7,
+                                  "topicId": "AQIDBAUGBwgJCgsMDQ4PEA"}),
+              None, b"\x00\x03broken"]
+    log = _log([(a, v, i, i, -1, False) for i, v in enumerate(values)])
+    rows = pa.concat_tables(plain_commits([log], None)).to_pylist()
+    got = [(r["record_offset"], r["committed_offset"], r["leader_epoch"], r["metadata"], r["commit_timestamp_ms"])
+           for r in rows]
+    assert got == [(0, 7, None, "m", 5), (1, 8, None, "", 6), (2, 9, 4, "", 7), (3, None, None, None, None)]
+    assert {r["offset_key"] for r in rows} == {a[2:]}
+
+
+def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_it(spark, tmp_path):
     """The sample (every record type, transactions, two corrupt records) reduced by Spark alone and by the
-    dump's tasks, as of its newest record and as of a moment in its middle."""
+    dump's tasks, as of its newest record and as of a moment in its middle; and offset_commits built on each,
+    from the log's plain commits as Spark decodes them and as the tasks do."""
+    from pyspark.sql import functions as F
+
+    from jobs.history import offset_commits
     from jobs.raw import normalise
     from jobs.records import log_records
     from jobs.reduce import reduce_log
     from jobs.sample import write_sample
-    from jobs.sources.reduced_dump import plan_dump, read_reduced_dump
+    from jobs.sources.reduced_dump import DumpTasks, plan_dump
 
     write_sample(tmp_path / "dump", 6000, seed=3)
     table = pq.read_table(tmp_path / "dump")
@@ -101,18 +123,24 @@ def test_the_reduced_log_is_the_same_whichever_reduces_it(spark, tmp_path):
     plan = plan_dump(location, cores=2, task_bytes=1, min_bytes=0)
     assert plan is not None and len(plan.tasks) >= 2
     records = log_records(normalise(spark.read.parquet(location), "test"))
-    newest = table.column("timestamp").to_pylist()
-    for as_of in (None, sorted(newest)[len(newest) // 2]):
+    stamps = sorted(table.column("timestamp").to_pylist())
+    tasks = DumpTasks(spark, plan)
+    for as_of in (None, stamps[len(stamps) // 2]):
         by_spark = reduce_log(records, as_of, lambda _name, df: df.cache())
-        by_tasks = reduce_log(records, as_of, lambda _name, df: df.cache(),
-                              lambda at: read_reduced_dump(spark, plan, at))
+        by_tasks = reduce_log(records, as_of, lambda _name, df: df.cache(), tasks.reduced)
         columns = by_spark.columns
         assert by_tasks.columns == columns
         want, got = by_spark.collect(), by_tasks.collect()
-        assert sorted(map(tuple, got)) == sorted(map(tuple, want))
+        assert sorted(map(repr, got)) == sorted(map(repr, want))
         assert sum(r["records"] for r in got) == table.num_rows
         assert any(r["reduced"] and r["records"] > 1 for r in got)
         assert any(r["error"] is not None for r in got)
+
+        moment = as_of or stamps[-1]
+        history = [offset_commits(reduced.where(F.col("error").isNull() & (F.col("record_timestamp") <= moment)),
+                                  moment, True, records, plain_commits=plain).collect()
+                   for reduced, plain in ((by_spark, None), (by_tasks, tasks.plain_commits(as_of)))]
+        assert len(history[0]) > 1000 and sorted(map(repr, history[1])) == sorted(map(repr, history[0]))
 
 
 @pytest.mark.parametrize("layout", ["partition_folders", "local_timestamps", "small"])
