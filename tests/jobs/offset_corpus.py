@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from offsets_codec import encode_value
+from offsets_codec import DecodeError, decode_value, encode_value
 from offsets_codec.wire import uvarint_bytes
 
 UUIDS = ["AQIDBAUGBwgJCgsMDQ4PEA", "AAAAAAAAAAAAAAAAAAAAAA", "_____________________w"]
@@ -55,3 +55,12 @@ def damaged_values(rng: random.Random, good: list[bytes]) -> list[bytes]:
     ]
     out += [bytes(rng.randrange(256) for _ in range(rng.randrange(40))) for _ in range(300)]
     return out
+
+
+def codec_accepts(value: bytes) -> bool:
+    """The codec reads `value` as an offset-commit value."""
+    try:
+        decode_value(1, value)
+        return True
+    except DecodeError:
+        return False

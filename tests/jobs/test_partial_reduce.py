@@ -9,23 +9,15 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from offset_corpus import TEXTS, commit_values, damaged_values
+from offset_corpus import TEXTS, codec_accepts, commit_values, damaged_values
 
 from jobs.arrow_check import proven
 from jobs.partial_reduce import TIMESTAMP, reduce_batches
-from offsets_codec import REGISTRY, DecodeError, decode_value, encode_key, encode_value
+from offsets_codec import REGISTRY, encode_key, encode_value
 
 VALUE = REGISTRY[1].value
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T0_US = int(T0.timestamp() * 1_000_000)
-
-
-def _codec_ok(value: bytes) -> bool:
-    try:
-        decode_value(1, value)
-        return True
-    except DecodeError:
-        return False
 
 
 def test_proven_values_are_ones_the_codec_reads():
@@ -33,7 +25,7 @@ def test_proven_values_are_ones_the_codec_reads():
     good = commit_values(rng)
     corpus = good + damaged_values(rng, good) + [None]
     verdict = proven(pa.array(corpus, pa.binary()), VALUE)
-    assert [v for v, ok in zip(corpus, verdict) if ok and not _codec_ok(v)] == []
+    assert [v for v, ok in zip(corpus, verdict) if ok and not codec_accepts(v)] == []
     # ...and it proves the shapes brokers write: ASCII text (with a one-byte compact length in v4).
     texts = [TEXTS[i % len(TEXTS)] for i in range(len(good))]  # commit_values writes each text per version
     common = [v for v, text in zip(good, texts) if text.isascii() and (v[:2] != b"\x00\x04" or len(text) < 127)]
@@ -103,10 +95,12 @@ def test_plain_commits_are_decoded_as_the_native_reader_names_them():
     assert {r["offset_key"] for r in rows} == {a[2:]}
 
 
-def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_it(spark, tmp_path):
+@pytest.mark.parametrize("columns", ["with_batch_metadata", "spark_kafka_source"])
+def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_it(spark, tmp_path, columns):
     """The sample (every record type, transactions, two corrupt records) reduced by Spark alone and by the
     dump's tasks, as of its newest record and as of a moment in its middle; and offset_commits built on each,
-    from the log's plain commits as Spark decodes them and as the tasks do."""
+    from the log's plain commits as Spark decodes them and as the tasks do. `spark_kafka_source`: the dump has
+    only the columns of Spark's Kafka source (no batch metadata) and its timestamps are epoch milliseconds."""
     from pyspark.sql import functions as F
 
     from jobs.history import offset_commits
@@ -118,14 +112,18 @@ def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_i
 
     write_sample(tmp_path / "dump", 6000, seed=3)
     table = pq.read_table(tmp_path / "dump")
+    if columns == "spark_kafka_source":
+        table = table.select(["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+        table = table.set_column(5, "timestamp", table.column("timestamp").cast(pa.int64()))
     pq.write_table(table, tmp_path / "dump" / "part-00000.parquet", row_group_size=1500)  # several tasks
     location = str(tmp_path / "dump")
     plan = plan_dump(location, cores=2, task_bytes=1, min_bytes=0)
     assert plan is not None and len(plan.tasks) >= 2
     records = log_records(normalise(spark.read.parquet(location), "test"))
-    stamps = sorted(table.column("timestamp").to_pylist())
+    stamps = sorted(table.column("timestamp").cast(pa.timestamp("ms", tz="UTC"), safe=False).to_pylist())
     tasks = DumpTasks(spark, plan)
-    for as_of in (None, stamps[len(stamps) // 2]):
+    middle = stamps[len(stamps) // 2]
+    for as_of in (None, middle) if columns == "with_batch_metadata" else (middle,):
         by_spark = reduce_log(records, as_of, lambda _name, df: df.cache())
         by_tasks = reduce_log(records, as_of, lambda _name, df: df.cache(), tasks.reduced)
         columns = by_spark.columns
