@@ -18,7 +18,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from jobs.hive import data_files
@@ -26,12 +25,12 @@ from jobs.hive import data_files
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-SOURCE_NAME = "offsetlake_reduced_dump"
 # Compressed bytes of row groups per task, at most. Each task's output is about one row per key, so fewer,
 # larger tasks send Spark fewer rows; a task's memory is bounded by its keys either way (FOLD_ROWS).
 TASK_BYTES = 256 << 20
-# A smaller dump is left to Spark's reduction: this source's fixed cost (Python processes that plan the read,
-# cold Arrow conversion in the JVM: seconds) is more than a scan of it costs.
+# A smaller dump is left to Spark's reduction: the tasks' fixed cost (Python workers importing pyarrow and
+# numpy, the JVM's first Arrow conversion: seconds) is more than a scan of it costs. Measured: 1.15x slower on
+# a 10 MB dump, 22% faster on a 303 MB one.
 MIN_BYTES = 64 << 20
 # The columns the reduction and the replay read, with the types Spark's reader would give them (jobs.raw).
 COLUMN_TYPES = {"key": "binary", "value": "binary", "partition": "int", "offset": "bigint", "timestamp": "timestamp",
@@ -107,12 +106,19 @@ class DumpTasks:
         return self._read("commits", as_of)
 
     def _read(self, mode: str, as_of: datetime | None) -> DataFrame:
-        self.spark.dataSource.register(ReducedDumpSource)
-        as_of_us = "" if as_of is None else str((as_of - _EPOCH) // timedelta(microseconds=1))
-        # The schema given, not asked of the source: that would cost a Python process before the read is planned.
-        return self.spark.read.format(SOURCE_NAME).schema(_schema(mode, list(self.plan.columns))).options(
-            mode=mode, columns=json.dumps(self.plan.columns), tasks=json.dumps(self.plan.tasks),
-            as_of_us=as_of_us).load()
+        """One Spark task per planned task: a one-row partition naming its row groups, mapped to what the task
+        yields (mapInArrow: the batches reach the JVM as Arrow, and no Python process plans the read)."""
+        as_of_us = None if as_of is None else (as_of - _EPOCH) // timedelta(microseconds=1)
+        columns = list(self.plan.columns)
+        tasks = [(json.dumps(task),) for task in self.plan.tasks]
+        named = self.spark.createDataFrame(self.spark.sparkContext.parallelize(tasks, len(tasks)), "task string")
+
+        def run(batches: Iterator[Any]) -> Iterator[Any]:
+            for batch in batches:
+                for task in batch.column("task").to_pylist():
+                    yield from read_task(mode, json.loads(task), columns, as_of_us)
+
+        return named.mapInArrow(run, _schema(mode, columns))
 
 
 def _schema(mode: str, columns: list[str]) -> StructType:
@@ -132,41 +138,6 @@ def _arrow_schema(mode: str, columns: list[str]) -> Any:
     types = {"binary": pa.binary(), "int": pa.int32(), "bigint": pa.int64(), "smallint": pa.int16(),
              "boolean": pa.bool_(), "timestamp": TIMESTAMP}
     return pa.schema([(name, types[COLUMN_TYPES[name]]) for name in columns] + list(PARTIAL_FIELDS))
-
-
-@dataclass(frozen=True)
-class RowGroups(InputPartition):
-    """One task: [(file, [row group, ...]), ...]."""
-
-    groups: tuple[tuple[str, tuple[int, ...]], ...]
-
-
-class ReducedDumpSource(DataSource):
-    """`spark.read.format("offsetlake_reduced_dump")`: one task per planned share of row groups."""
-
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
-
-    def schema(self) -> StructType:
-        return _schema(self.options["mode"], json.loads(self.options["columns"]))
-
-    def reader(self, schema: Any) -> "ReducedDumpReader":
-        return ReducedDumpReader(dict(self.options))
-
-
-class ReducedDumpReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
-        self.mode = options["mode"]
-        self.columns = json.loads(options["columns"])
-        self.tasks = json.loads(options["tasks"])
-        self.as_of_us = int(options["as_of_us"]) if options["as_of_us"] else None
-
-    def partitions(self) -> list[RowGroups]:
-        return [RowGroups(tuple((path, tuple(groups)) for path, groups in task)) for task in self.tasks]
-
-    def read(self, partition: RowGroups) -> Iterator[Any]:
-        yield from read_task(self.mode, partition.groups, self.columns, self.as_of_us)
 
 
 def read_task(mode: str, groups: tuple[tuple[str, tuple[int, ...]], ...], columns: list[str], as_of_us: int | None
