@@ -2,8 +2,9 @@
 
 `offset_commits` is every offset record the coordinator applied, in the order it applied them, with what
 each replaced. It grows with the log, so it is built natively from the log itself: plain commits and
-tombstones (nearly every record) are read by the native reader (jobs.native) straight from the source; the
-few records the reduction kept whole (transactional commits, values only the Python codec proves) come
+tombstones (nearly every record) are read by the native reader (jobs.native) straight from the source, or
+decoded by the tasks that reduced a large dump (jobs.partial_reduce.plain_commits); the few records the
+reduction kept whole (transactional commits, values only the Python codec proves) come
 from the checked, reduced log. One window per offset key, in application order, then gives the previous
 offset, the time since it and the key's records after it (group_status reads only each key's last few); the
 key is named after the window, from the few distinct keys.
