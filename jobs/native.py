@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from offsets_codec import REGISTRY
+from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.layout import Layout, Primitive
 from offsets_codec.plan import FieldPlan, Plan, plan_for
 from offsets_codec.wire import MAX_STRING_LENGTH, ZERO_UUID
@@ -285,7 +286,7 @@ def read_struct(layout: Layout, versions: Sequence[int], buf: Column, start: int
 
 # --- offset commits (record types 0 and 1) ----------------------------------------------------------
 
-OFFSET_TYPES = tuple(t for t, rt in REGISTRY.items() if rt.group_family == "offsets")
+OFFSET_TYPES = OFFSET_COMMIT_TYPES
 _VALUE_LAYOUT = REGISTRY[OFFSET_TYPES[0]].value
 _KEY_LAYOUT = REGISTRY[OFFSET_TYPES[0]].key
 assert all(REGISTRY[t].value is _VALUE_LAYOUT for t in OFFSET_TYPES), "offset types share one value layout"

@@ -20,11 +20,11 @@ import pyarrow.compute as pc
 
 from jobs.arrow_check import proven, read
 from offsets_codec import REGISTRY
+from offsets_codec.registry import OFFSET_COMMIT_TYPES
+from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
-OFFSET_TYPES = tuple(t for t, rt in REGISTRY.items() if rt.group_family == "offsets")
-_VALUE_LAYOUT = REGISTRY[OFFSET_TYPES[0]].value
-_OFFSET_KEY_PREFIXES = pa.array([t.to_bytes(2, "big", signed=True) for t in OFFSET_TYPES], pa.binary())
-NO_PRODUCER = -1
+_VALUE_LAYOUT = REGISTRY[OFFSET_COMMIT_TYPES[0]].value
+_OFFSET_KEY_PREFIXES = pa.array([t.to_bytes(2, "big", signed=True) for t in OFFSET_COMMIT_TYPES], pa.binary())
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 # What a task adds to each record (jobs.reduce.reduce_log's columns).
 PARTIAL_FIELDS = (("records", pa.int64()), ("newest_timestamp", TIMESTAMP), ("after_as_of", pa.bool_()),

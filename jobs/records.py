@@ -12,8 +12,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import decode, native
+from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
-NO_PRODUCER = -1
 RECORD_COLUMNS = ["coordinator_partition", "record_offset", "record_timestamp", "key", "value", "producer_id",
                   "producer_epoch", "is_control", "transaction_marker"]
 CHECK_COLUMNS = ["record_type", "group_id", "error"]

@@ -36,6 +36,7 @@ from jobs.errors import BadInput
 from offsets_codec import encode_key, encode_value, partition_for, record_type_named
 from offsets_codec.consumer_protocol import encode_assignment, encode_subscription
 from offsets_codec.segment_writer import control_record
+from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 END = datetime(2026, 11, 20, tzinfo=timezone.utc)
 DAY_MS = 86_400_000
@@ -51,7 +52,6 @@ RAW_SCHEMA = pa.schema([
     ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),
     ("is_control", pa.bool_()),
 ])
-NO_PRODUCER = -1
 ABORT_RATE = 0.05  # of an exactly-once application's transactions
 ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
 

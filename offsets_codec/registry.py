@@ -70,6 +70,10 @@ _TYPES = (
 REGISTRY: Mapping[int, RecordType] = MappingProxyType({rt.record_type: rt for rt in _TYPES})
 
 
+# Offset commits and their tombstones (types 0 and 1): one key layout and one value layout between them.
+OFFSET_COMMIT_TYPES = tuple(rt.record_type for rt in _TYPES if rt.group_family == "offsets")
+
+
 def record_type_named(name: str) -> int:
     """The type id of a record type by its name (e.g. "ConsumerGroupMetadata"); KeyError if unknown."""
     return _BY_NAME[name]

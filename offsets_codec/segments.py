@@ -29,6 +29,9 @@ from .compression import CODEC_NAMES, decompress
 from .crc import crc32c
 
 
+NO_PRODUCER_ID = -1  # a batch written outside any transaction or idempotent producer (RecordBatch.NO_PRODUCER_ID)
+
+
 @dataclass(frozen=True, slots=True)
 class LogRecord:
     offset: int

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from pyspark.sql.types import StructType
 
 from jobs.hive import data_files
+from jobs.sources.tasks import BATCH_FIELDS, RAW_FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,15 +33,15 @@ TASK_BYTES = 256 << 20
 # numpy, the JVM's first Arrow conversion: seconds) is more than a scan of it costs. Measured: 1.15x slower on
 # a 10 MB dump, about even on 70 MB (0.96x), 22% faster on 303 MB.
 MIN_BYTES = 64 << 20
-# The columns the reduction and the replay read, with the types Spark's reader would give them (jobs.raw).
-COLUMN_TYPES = {"key": "binary", "value": "binary", "partition": "int", "offset": "bigint", "timestamp": "timestamp",
-                "producer_id": "bigint", "producer_epoch": "smallint", "is_control": "boolean"}
+# The columns the reduction and the replay read, typed as a source task yields them (jobs.sources.tasks).
+COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
+_TYPES = dict(RAW_FIELDS + BATCH_FIELDS)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
 class DumpPlan:
-    columns: tuple[str, ...]  # COLUMN_TYPES keys the dump has
+    columns: tuple[str, ...]  # the COLUMNS the dump has
     tasks: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]  # per task: (file, row groups)
 
 
@@ -56,6 +57,8 @@ def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes
     root = Path(location)
     files = [(root, {})] if root.is_file() else list(data_files(root))
     if not files or any(values for _, values in files):
+        return None
+    if sum(path.stat().st_size for path, _ in files) < min_bytes:  # no footer can add up to more than its file
         return None
     groups: list[tuple[str, int, int]] = []  # (file, row group, compressed bytes)
     schema = None
@@ -82,7 +85,7 @@ def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes
             filled = 0.0
         tasks[-1].setdefault(path, []).append(group)
         filled += size
-    columns = tuple(name for name in COLUMN_TYPES if name in schema.names)
+    columns = tuple(name for name in COLUMNS if name in schema.names)
     return DumpPlan(columns, tuple(tuple((p, tuple(g)) for p, g in t.items()) for t in tasks if t))
 
 
@@ -131,13 +134,11 @@ def _schema(mode: str, columns: list[str]) -> StructType:
 def _arrow_schema(mode: str, columns: list[str]) -> Any:
     import pyarrow as pa
 
-    from jobs.partial_reduce import COMMIT_FIELDS, PARTIAL_FIELDS, TIMESTAMP
+    from jobs.partial_reduce import COMMIT_FIELDS, PARTIAL_FIELDS
 
     if mode == "commits":
         return pa.schema(COMMIT_FIELDS)
-    types = {"binary": pa.binary(), "int": pa.int32(), "bigint": pa.int64(), "smallint": pa.int16(),
-             "boolean": pa.bool_(), "timestamp": TIMESTAMP}
-    return pa.schema([(name, types[COLUMN_TYPES[name]]) for name in columns] + list(PARTIAL_FIELDS))
+    return pa.schema([(name, _TYPES[name]) for name in columns] + list(PARTIAL_FIELDS))
 
 
 def read_task(mode: str, groups: tuple[tuple[str, tuple[int, ...]], ...], columns: list[str], as_of_us: int | None

@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 
 from jobs.config import log_dir
 from jobs.errors import BadInput
-from jobs.sources.tasks import RAW_FIELDS, RecordColumns, task_error, task_logger
+from jobs.sources.tasks import BATCH_FIELDS, RAW_FIELDS, RecordColumns, task_error, task_logger
 from jobs.tables import spark_schema
 
 log = logging.getLogger("offsetlake")
@@ -40,10 +40,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 # row is not a record: one frame carries both, so the files are read once.
 PROBLEM_TYPE = pa.struct([("file", pa.string()), ("position", pa.int64()), ("bytes_not_read", pa.int64()),
                           ("action", pa.string()), ("reason", pa.string())])
-SEGMENT_FIELDS = RAW_FIELDS + (
-    ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),
-    ("is_control", pa.bool_()), ("problem", PROBLEM_TYPE),
-)
+SEGMENT_FIELDS = RAW_FIELDS + BATCH_FIELDS + (("problem", PROBLEM_TYPE),)
 SEGMENT_SCHEMA = from_arrow_schema(pa.schema(SEGMENT_FIELDS))
 _PARTITION_DIR = re.compile(rf"^{OFFSETS_TOPIC}-(\d+)$")
 # A partition folder the broker is deleting, moving between log dirs, or found unreferenced.

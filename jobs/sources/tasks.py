@@ -28,6 +28,9 @@ RAW_FIELDS = (
     ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
 )
 RAW_SCHEMA = from_arrow_schema(pa.schema(RAW_FIELDS))
+# The batch metadata a source with record batches adds (jobs.raw.OPTIONAL): what transactional replay reads.
+BATCH_FIELDS = (("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),
+                ("is_control", pa.bool_()))
 
 
 def task_logger() -> logging.Logger:
