@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from pyspark.sql.types import StructType
 
+from jobs.errors import BadInput
 from jobs.hive import data_files
-from jobs.sources.tasks import BATCH_FIELDS, RAW_FIELDS
+from jobs.sources.tasks import BATCH_FIELDS, RAW_FIELDS, task_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -156,9 +157,15 @@ def read_task(mode: str, groups: tuple[tuple[str, tuple[int, ...]], ...], column
 
     def tables() -> Iterator[pa.Table]:
         for path, row_groups in groups:
-            dump = pq.ParquetFile(path)
+            dump = None
             for group in row_groups:
-                table = dump.read_row_group(group, columns=columns, use_threads=False)
+                try:
+                    dump = dump or pq.ParquetFile(path)
+                    table = dump.read_row_group(group, columns=columns, use_threads=False)
+                except (pa.ArrowException, OSError) as e:  # a damaged data page: the user's file, said in one line
+                    reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+                    raise task_error(BadInput(f"--source parquet: {path}: cannot read row group {group} ({reason})")
+                                     ) from None
                 stamp = table.column("timestamp")
                 if pa.types.is_integer(stamp.type):  # epoch milliseconds
                     stamp = pc.multiply(stamp.cast(pa.int64()), 1000)

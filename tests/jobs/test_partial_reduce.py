@@ -156,3 +156,24 @@ def test_dumps_this_source_leaves_to_spark(tmp_path, layout):
         pq.write_table(pa.table({**rows, "timestamp": pa.array([0], TIMESTAMP)}), tmp_path / "a.parquet")
         assert plan_dump(str(tmp_path), cores=2, min_bytes=0) is not None  # read by tasks when it is not small
     assert plan_dump(str(tmp_path), cores=2) is None
+
+
+def test_a_damaged_row_group_is_named_in_one_line(tmp_path):
+    """A data page that does not decompress fails the task with the file and row group, which the CLI prints
+    as its one-line error (jobs.sources.tasks.task_errors), not Spark's report."""
+    from jobs.errors import BadInput
+    from jobs.sources.reduced_dump import COLUMNS, read_task
+    from jobs.sources.tasks import task_errors
+
+    path = tmp_path / "dump.parquet"
+    rows = 20_000
+    pq.write_table(_log([(_key("g"), _commit(i), i, i, -1, False) for i in range(rows)]), path,
+                   row_group_size=rows // 2, compression="snappy")
+    data = bytearray(path.read_bytes())
+    middle = pq.ParquetFile(path).metadata.row_group(1).column(1).data_page_offset + 64  # inside group 1's values
+    data[middle:middle + 512] = b"\xff" * 512
+    path.write_bytes(bytes(data))
+    columns = [c for c in COLUMNS if c in pq.read_schema(path).names]
+    with pytest.raises(BadInput, match=rf"{path}: cannot read row group 1 \("):
+        with task_errors():
+            list(read_task("reduce", ((str(path), (0, 1)),), columns, None))
