@@ -2,12 +2,15 @@
 
 `offset_commits` is every offset record the coordinator applied, in the order it applied them, with what
 each replaced. It grows with the log, so it is built natively from the log itself: plain commits and
-tombstones (nearly every record) are read by the native reader (jobs.native) straight from the source, or
-decoded by the tasks that reduced a large dump (jobs.partial_reduce.plain_commits); the few records the
-reduction kept whole (transactional commits, values only the Python codec proves) come
-from the checked, reduced log. One window per offset key, in application order, then gives the previous
-offset, the time since it and the key's records after it (group_status reads only each key's last few); the
-key is named after the window, from the few distinct keys.
+tombstones (nearly every record) are read by the native reader (jobs.native) straight from the source; the few
+records the reduction kept whole (transactional commits, values only the Python codec proves) come from the
+checked, reduced log. One window per offset key, in application order, then gives the previous offset, the
+time since it and the key's records after it (group_status reads only each key's last few); the key is named
+after the window, from the few distinct keys.
+
+A large local dump's tasks (jobs.sources.reduced_dump) do most of it themselves: each holds every plain commit
+of some coordinator partitions, writes the rows of the keys with nothing kept whole (jobs.task_history), and
+gives Spark the plain commits of the others, whose window is computed here as above.
 
 Transactional commits are applied at their COMMIT marker (spec §7.2), and only when no record on their key
 newer than them came before the marker (the broker keeps the committed offset with the greater record
@@ -19,6 +22,7 @@ when every earlier applied record on its key is older than it.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Callable
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -33,20 +37,31 @@ from jobs.types import ms_to_timestamp
 APPLIED = ["coordinator_partition", "offset_key", "record_offset", "source_record_offset", "record_timestamp",
            "producer_id", "committed_offset", "leader_epoch", "metadata", "commit_timestamp_ms"]
 KEY = ["coordinator_partition", "offset_key"]
+# A source's tasks that finish the history of some keys (jobs.sources.reduced_dump.DumpTasks.offset_history):
+# given the named keys (offset_keys), they write the rows of the keys that are not `whole` and give the plain
+# commits of those that are. The frame they return is computed once (pinned).
+HistoryTasks = Callable[[DataFrame], DataFrame]
 
 
 def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: DataFrame | None = None,
-                   fates: DataFrame | None = None, plain_commits: DataFrame | None = None) -> DataFrame:
+                   fates: DataFrame | None = None, tasks: HistoryTasks | None = None,
+                   pin: Callable[[str, DataFrame], DataFrame] | None = None) -> DataFrame:
     """The offset_commits table: one row per applied offset record, in application order per key.
 
     `valid`: the checked records the replay reads (valid, at or before as_of): the reduced log (jobs.reduce),
     or a whole checked log; `log`: the whole log (jobs.records.log_records) the reduced log came from, whose
     plain commits are read natively here; `transactions`: the records hold transactional records or markers;
     `fates`: their transactional commits with their fates, when the replay has them (computed here otherwise);
-    `plain_commits`: the log's plain commits as `_plain_records` gives them, when the source's tasks decoded them
-    (jobs.partial_reduce.plain_commits: exactly the records they folded, so the rest are in `valid` whole).
+    `tasks`: the source's tasks finish the keys with nothing kept whole, and the rows returned are the others'
+    (with the reduced log only); `pin(name, df)`: how the keys and the tasks' output are computed once.
     """
     from_log = log is not None and "reduced" in valid.columns
+    keys = offset_keys(valid)
+    if tasks is not None:
+        if not from_log or pin is None:
+            raise ValueError("a source's tasks finish keys of the reduced log, and need a pin")
+        keys = pin("offset_keys", keys)
+        plain_commits = pin("whole_key_commits", tasks(keys))
     if not transactions:
         fates = None
     elif fates is None:
@@ -54,7 +69,7 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     kept = _kept_whole(valid.where(~F.col("reduced")) if from_log else valid, fates)
     applied = kept.withColumn("proven", F.lit(True))  # checked records: valid
     if from_log:
-        plain = plain_commits if plain_commits is not None else _plain_records(log, as_of)
+        plain = plain_commits if tasks is not None else _plain_records(log, as_of)
         applied = plain.unionByName(applied)
     # A plain record whose value the native reader does not prove is kept out of its key's window (in a keyless
     # one of its own) and dropped after the window: a filter below it would be pushed into the reader's
@@ -79,8 +94,8 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     # Keys are named after the window, from the few distinct keys (a key whose bytes the native reader does not
     # prove has no name, and its records are not applied): no record's key is read, and the shuffle carries the
     # key's bytes, not its three fields.
-    keys = F.broadcast(offset_keys(valid).withColumnRenamed("offset_key", "window_key"))
-    named = rows.where("proven").join(keys, ["coordinator_partition", "window_key"])
+    names = F.broadcast(keys.drop("whole").withColumnRenamed("offset_key", "window_key"))
+    named = rows.where("proven").join(names, ["coordinator_partition", "window_key"])
     return named.select(
         "group_id", "topic", "partition",
         F.when(F.col("committed_offset").isNull(), "delete").otherwise("commit").alias("kind"),
@@ -99,11 +114,14 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
 
 
 def offset_keys(valid: DataFrame) -> DataFrame:
-    """coordinator_partition, offset_key, group_id, topic, partition: each offset key among the valid records,
-    once (every key with a valid record has one in the reduced log, whose rows each stand for a key or a
-    record). Both key types write the same bytes after their type (jobs.replay.offset_key)."""
-    keys = valid.where(F.col("record_type").isin(OFFSET_TYPES)).select(
-        "coordinator_partition", offset_key().alias("offset_key"), "key").dropDuplicates(KEY)
+    """coordinator_partition, offset_key, group_id, topic, partition, whole: each offset key among the valid
+    records, once (every key with a valid record has one in the reduced log, whose rows each stand for a key or
+    a record), and whether any of its records was kept whole there (always, in a whole log). Both key types
+    write the same bytes after their type (jobs.replay.offset_key)."""
+    kept_whole = ~F.col("reduced") if "reduced" in valid.columns else F.lit(True)
+    keys = valid.where(F.col("record_type").isin(OFFSET_TYPES)).groupBy(
+        "coordinator_partition", offset_key().alias("offset_key")).agg(
+        F.any_value("key").alias("key"), F.bool_or(kept_whole).alias("whole"))
     key = native.offset_key()
     return native.with_read(keys, [key], {"group_id": key.fields["group"], "topic": key.fields["topic"],
                                           "partition": key.fields["partition"].cast("int")}).drop("key")

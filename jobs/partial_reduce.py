@@ -6,7 +6,8 @@ with how many records it stands for; every other record passes whole. Spark then
 tasks (jobs.reduce.combine_partials). What "plain" and "reducible" mean is jobs.reduce's rule; here it is read
 with Arrow kernels and jobs.arrow_check, which proves no more than the codec accepts, so a record that is
 folded away is one the check would have passed. `plain_commits` gives the history (jobs.history) exactly the
-records the reduction folds, decoded; every other offset record reaches it through the reduced log.
+records the reduction folds, decoded (jobs.task_history); every other offset record reaches it through the
+reduced log.
 
 No Spark import: the functions take and give pyarrow data, and run in a task's Python worker.
 """
@@ -119,11 +120,13 @@ COMMIT_FIELDS = (("coordinator_partition", pa.int32()), ("offset_key", pa.binary
                  ("source_record_offset", pa.int64()), ("record_timestamp", TIMESTAMP), ("producer_id", pa.int64()),
                  ("committed_offset", pa.int64()), ("leader_epoch", pa.int32()), ("metadata", pa.string()),
                  ("commit_timestamp_ms", pa.int64()), ("proven", pa.bool_()))
+# What `plain_commits` yields: the same, with the record's whole key in place of offset_key (`offset_keys`).
+PLAIN_FIELDS = tuple(("key", pa.binary()) if name == "offset_key" else (name, t) for name, t in COMMIT_FIELDS)
 
 
 def plain_commits(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterator[pa.Table]:
-    """The records `reduce_batches` folds (reducible, at or before as_of), each decoded: COMMIT_FIELDS, as
-    jobs.history reads plain commits from the log. Every other offset record is in the reduced log whole."""
+    """The records `reduce_batches` folds (reducible, at or before as_of), each decoded: PLAIN_FIELDS. Every other
+    offset record is in the reduced log whole."""
     for batch in batches:
         rows = plain(batch) & ~np.asarray(_late(batch, as_of_us).to_numpy(zero_copy_only=False), dtype=bool)
         if not rows.any():
@@ -135,12 +138,17 @@ def plain_commits(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterator
         fields = {name: column.filter(folded) for name, column in value.fields.items()}
         epoch = fields["leaderEpoch"]
         offsets = kept.column("offset")
-        keys = kept.column("key")
-        # The key's bytes after its type (jobs.replay.offset_key); an explicit end: pyarrow sizes its output by it.
-        offset_key = pc.binary_slice(keys, 2, max(pc.max(pc.binary_length(keys)).as_py() or 2, 2))
         yield pa.table([
-            kept.column("partition"), offset_key, offsets, offsets, kept.column("timestamp"),
+            kept.column("partition"), kept.column("key"), offsets, offsets, kept.column("timestamp"),
             pa.array(np.full(kept.num_rows, NO_PRODUCER, np.int64)), fields["offset"],
             pc.if_else(pc.equal(epoch, -1), pa.scalar(None, pa.int64()), epoch).cast(pa.int32()),
             fields["metadata"], fields["commitTimestamp"], pa.array(np.ones(kept.num_rows, bool)),
-        ], schema=pa.schema(COMMIT_FIELDS))
+        ], schema=pa.schema(PLAIN_FIELDS))
+
+
+def offset_keys(keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Offset-commit keys' bytes after their type (jobs.replay.offset_key: the same for both key types)."""
+    if not len(keys):
+        return keys
+    # An explicit end: pyarrow sizes its output by it.
+    return pc.binary_slice(keys, 2, max(pc.max(pc.binary_length(keys)).as_py() or 2, 2))

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from jobs.config import RebuildConfig
 from jobs.expiry import apply_expiry
 from jobs.end_offsets_history import end_offsets_history, merge_history
-from jobs.history import group_events, offset_commits
+from jobs.history import HistoryTasks, group_events, offset_commits
 from jobs.lag import RATE_WINDOW_MS, consumer_lag
 from jobs.metrics import SparkWork, peak_rss_mb
 from jobs.records import check, log_records
@@ -27,6 +27,7 @@ from jobs.status import STATUS_WINDOW, group_status, recent_commits
 from jobs.session import sized_for
 from jobs.sources import input_bytes, read_source
 from jobs.sources.end_offsets import is_live, live_cluster, live_end_offsets, read_end_offsets
+from jobs.sources.reduced_dump import DumpTasks
 from jobs.sources.topic_ids import read_topic_ids
 from jobs.tables import TABLES, spark_schema
 from jobs.types import ms_to_timestamp
@@ -52,13 +53,14 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
             transactions: bool = True, pin: Callable[[str, DataFrame], DataFrame] | None = None,
             modern: bool = True, history: bool = True, log: DataFrame | None = None,
             rate_window_ms: int = RATE_WINDOW_MS, status_window: int = STATUS_WINDOW,
-            plain_commits: DataFrame | None = None) -> dict[str, DataFrame]:
+            history_tasks: HistoryTasks | None = None) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed).
 
     `transactions=False` says the records hold no transactional record or marker, `modern=False` no
     modern-group record (record_counts knows), so the replay can skip that work. `history=False` skips the
     history tables; `log`: the whole log when `checked` is the reduced log (jobs.history reads its plain
-    commits); `plain_commits`: those commits, decoded by the source's tasks (jobs.sources.reduced_dump).
+    commits); `history_tasks`: the source's tasks that finish most keys' commit history themselves
+    (jobs.history.HistoryTasks).
     `end_offsets`: end offsets as read (topic, partition, offset[, timestamp]) or the end-offset history
     (jobs.end_offsets_history). `pin(name, df)` materialises the state several tables read (default:
     persist it); `run` pins it to files in the sink's staging area."""
@@ -89,7 +91,7 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     if end_offsets is not None:  # snapshots up to as_of (one without a timestamp is the snapshot of as_of)
         ends = end_offsets if "observed_at" in end_offsets.columns else end_offsets_history(end_offsets, as_of_col)
     # The commit history grows with the log and lag and status read it: computed once (a table, pinned).
-    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log, state.fates, plain_commits)
+    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log, state.fates, history_tasks, pin)
                   ) if history else None
     if ends is None:
         lag = spark.createDataFrame([], spark_schema("consumer_lag"))
@@ -229,7 +231,7 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         tables = rebuild(reduced, as_of, cfg.retention_ms, ends, topic_id_frame, segment_errors,
                          transactions=transactions, pin=sink.pin, modern=modern, history=cfg.history, log=records,
                          rate_window_ms=cfg.rate_window_ms, status_window=cfg.status_window,
-                         plain_commits=source.tasks.plain_commits(as_of) if source.tasks and cfg.history else None)
+                         history_tasks=_history_tasks(source.tasks, as_of, sink) if source.tasks and cfg.history else None)
         tables["end_offsets_history"] = ends  # written every run, unchanged by a run without end offsets
         if counts["scattered_bad_keys"]:  # a corrupt key whose values looked right: all its records, whole
             whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))
@@ -291,6 +293,11 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         **work.counts(),
         **peak_rss_mb(spark),
     }
+
+
+def _history_tasks(tasks: DumpTasks, as_of: datetime, sink: TableSink) -> HistoryTasks:
+    """The dump's tasks writing offset_commits rows straight into the table's staging folder, beside Spark's."""
+    return lambda keys: tasks.offset_history(as_of, keys, sink.staged("offset_commits"))
 
 
 def _orphan_groups(sink: TableSink) -> list[str]:

@@ -62,7 +62,7 @@ class TableSink:
     def stage(self, table: str, df: DataFrame | None) -> None:
         """Compute `df` now, with the table's contract schema, into the staging area; None: the table is
         known to be empty (written without Spark: a job costs more than nothing)."""
-        path = self.staging / table
+        path = self.staged(table)
         if table in self.rows:  # pinned as a table already (pin)
             return
         if df is None:
@@ -71,9 +71,14 @@ class TableSink:
         else:
             self.spark.sparkContext.setJobDescription(f"offsetlake: table {table}")  # names its jobs in Spark's UI
             # Laid out as the Delta table will be: a partition column lives in folder names, not in the files.
-            conform(df, table).write.mode("overwrite").partitionBy(*partition_columns(table)).parquet(str(path))
+            # Appended: files a source's tasks wrote for the table are already there (jobs.task_history).
+            conform(df, table).write.mode("append").partitionBy(*partition_columns(table)).parquet(str(path))
         self.rows[table] = pads.dataset(path, format="parquet").count_rows()  # from footers, cheap
         log.info("computed %s: %d rows", table, self.rows[table])
+
+    def staged(self, table: str) -> Path:
+        """The folder a table is staged in: Parquet, partitioned by folders as the Delta table will be."""
+        return self.staging / table
 
     def pin(self, name: str, df: DataFrame) -> DataFrame:
         """`df` written to the staging area and read back: state that several tables read is computed once,

@@ -16,9 +16,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
-
-from pyspark.sql.types import StructType
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from jobs.errors import BadInput
 from jobs.hive import data_files
@@ -34,6 +32,9 @@ TASK_BYTES = 256 << 20
 # numpy, the JVM's first Arrow conversion: seconds) is more than a scan of it costs. Measured: 1.15x slower on
 # a 10 MB dump, about even on 70 MB (0.96x), 22% faster on 303 MB.
 MIN_BYTES = 64 << 20
+# Records per task of the history's pass (DumpTasks.offset_history), at most: such a task holds every plain
+# commit of its coordinator partitions at once (about 100 bytes each, and as much again while it sorts them).
+HISTORY_TASK_RECORDS = 10_000_000
 # The columns the reduction and the replay read, typed as a source task yields them (jobs.sources.tasks).
 COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
 _TYPES = dict(RAW_FIELDS + BATCH_FIELDS)
@@ -44,17 +45,19 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 class DumpPlan:
     columns: tuple[str, ...]  # the COLUMNS the dump has
     tasks: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]  # per task: (file, row groups)
+    history_tasks: int = 1  # tasks of the history's pass, each reading every row group (DumpTasks.offset_history)
 
 
-def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes: int = MIN_BYTES
+def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes: int | None = None
               ) -> DumpPlan | None:
     """Row groups spread over tasks of at most `task_bytes` (compressed), as many as `cores` at least; None when
-    the dump is not one this source reads (see the module) or is smaller than `min_bytes`."""
+    the dump is not one this source reads (see the module) or is smaller than `min_bytes` (default MIN_BYTES)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if "://" in location:
         return None
+    min_bytes = MIN_BYTES if min_bytes is None else min_bytes
     root = Path(location)
     files = [(root, {})] if root.is_file() else list(data_files(root))
     if not files or any(values for _, values in files):
@@ -63,12 +66,14 @@ def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes
         return None
     groups: list[tuple[str, int, int]] = []  # (file, row group, compressed bytes)
     schema = None
+    records = 0
     for path, _ in files:
         meta = pq.ParquetFile(path).metadata
         file_schema = meta.schema.to_arrow_schema()
         if schema is not None and not file_schema.equals(schema):
             return None
         schema = file_schema
+        records += meta.num_rows
         groups += [(str(path), i, max(_compressed(meta.row_group(i)), 1)) for i in range(meta.num_row_groups)]
     stamp = schema.field("timestamp").type
     if not ((pa.types.is_timestamp(stamp) and stamp.tz) or pa.types.is_integer(stamp)):
@@ -87,7 +92,8 @@ def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes
         tasks[-1].setdefault(path, []).append(group)
         filled += size
     columns = tuple(name for name in COLUMNS if name in schema.names)
-    return DumpPlan(columns, tuple(tuple((p, tuple(g)) for p, g in t.items()) for t in tasks if t))
+    return DumpPlan(columns, tuple(tuple((p, tuple(g)) for p, g in t.items()) for t in tasks if t),
+                    max(cores, math.ceil(records / HISTORY_TASK_RECORDS)))
 
 
 def _compressed(group: Any) -> int:
@@ -96,82 +102,125 @@ def _compressed(group: Any) -> int:
 
 @dataclass(frozen=True)
 class DumpTasks:
-    """What the tasks of a planned dump give: its reduced records, and the plain commits those stand for."""
+    """What the tasks of a planned dump give: its reduced records, and the history of its plain commits."""
 
     spark: SparkSession
     plan: DumpPlan
 
     def reduced(self, as_of: datetime | None) -> DataFrame:
         """plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS, reduced per task (jobs.reduce.combine_partials)."""
-        return self._read("reduce", as_of)
-
-    def plain_commits(self, as_of: datetime | None) -> DataFrame:
-        """Every record the reduction folds, decoded: jobs.partial_reduce.COMMIT_FIELDS (jobs.history)."""
-        return self._read("commits", as_of)
-
-    def _read(self, mode: str, as_of: datetime | None) -> DataFrame:
-        """One Spark task per planned task: a one-row partition naming its row groups, mapped to what the task
-        yields (mapInArrow: the batches reach the JVM as Arrow, and no Python process plans the read)."""
-        as_of_us = None if as_of is None else (as_of - _EPOCH) // timedelta(microseconds=1)
+        tasks = [json.dumps(task) for task in self.plan.tasks]
         columns = list(self.plan.columns)
-        tasks = [(json.dumps(task),) for task in self.plan.tasks]
-        named = self.spark.createDataFrame(self.spark.sparkContext.parallelize(tasks, len(tasks)), "task string")
+        as_of_us = _micros(as_of)
 
-        def run(batches: Iterator[Any]) -> Iterator[Any]:
+        def run(task: str) -> Iterator[Any]:
+            from jobs.partial_reduce import reduce_batches
+
+            return reduce_batches(read_row_groups(json.loads(task), columns), as_of_us)
+
+        return self._tasks(tasks, run, _arrow_schema(columns))
+
+    def offset_history(self, as_of: datetime | None, keys: DataFrame, out: Path) -> DataFrame:
+        """The history's pass (jobs.history.offset_commits): each task reads every row group, keeps the plain
+        commits up to as_of of its share of the coordinator partitions, writes the offset_commits rows of the
+        keys that are not `whole` among `keys` (jobs.history.offset_keys) as files under `out`
+        (jobs.task_history), and yields the plain commits of the `whole` ones (jobs.partial_reduce.COMMIT_FIELDS).
+        Lazy: the files are written when the frame is computed, which must be once."""
+        import pyarrow as pa
+
+        from jobs.partial_reduce import COMMIT_FIELDS
+        from jobs.tables import arrow_schema
+        from jobs.task_history import KEY_FIELDS
+
+        named = keys.select([name for name, _ in KEY_FIELDS]).toArrow().cast(pa.schema(KEY_FIELDS))
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, named.schema) as stream:
+            stream.write_table(named)
+        shared = self.spark.sparkContext.broadcast(sink.getvalue().to_pybytes())  # read once per worker
+        count = self.plan.history_tasks
+        every = tuple((path, groups) for task in self.plan.tasks for path, groups in task)
+        columns = list(self.plan.columns)
+        as_of_us = _micros(as_of)
+        target, schema = str(out), arrow_schema("offset_commits")
+
+        def run(task: str) -> Iterator[Any]:
+            return history_task(int(task), count, every, columns, as_of_us, shared.value, target, schema)
+
+        return self._tasks([str(i) for i in range(count)], run, pa.schema(COMMIT_FIELDS))
+
+    def _tasks(self, tasks: list[str], run: Any, schema: Any) -> DataFrame:
+        """One Spark task per element of `tasks`: a one-row partition holding it, mapped to the Arrow tables
+        `run(task)` yields (mapInArrow: the batches reach the JVM as Arrow, and no Python process plans a read)."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        named = self.spark.createDataFrame(
+            self.spark.sparkContext.parallelize([(t,) for t in tasks], len(tasks)), "task string")
+
+        def each(batches: Iterator[Any]) -> Iterator[Any]:
             for batch in batches:
                 for task in batch.column("task").to_pylist():
-                    yield from read_task(mode, json.loads(task), columns, as_of_us)
+                    for table in run(task):
+                        yield from table.select(schema.names).cast(schema).to_batches()
 
-        return named.mapInArrow(run, _schema(mode, columns))
-
-
-def _schema(mode: str, columns: list[str]) -> StructType:
-    """The Spark schema of what a task yields in `mode`."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(_arrow_schema(mode, columns))
+        return named.mapInArrow(each, from_arrow_schema(schema))
 
 
-def _arrow_schema(mode: str, columns: list[str]) -> Any:
+def _micros(moment: datetime | None) -> int | None:
+    return None if moment is None else (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def _arrow_schema(columns: list[str]) -> Any:
+    """What a reducing task yields: the dump's columns, typed as a source task yields them, and PARTIAL_FIELDS."""
     import pyarrow as pa
 
-    from jobs.partial_reduce import COMMIT_FIELDS, PARTIAL_FIELDS
+    from jobs.partial_reduce import PARTIAL_FIELDS
 
-    if mode == "commits":
-        return pa.schema(COMMIT_FIELDS)
     return pa.schema([(name, _TYPES[name]) for name in columns] + list(PARTIAL_FIELDS))
 
 
-def read_task(mode: str, groups: tuple[tuple[str, tuple[int, ...]], ...], columns: list[str], as_of_us: int | None
-              ) -> Iterator[Any]:
-    """One task: its row groups read with pyarrow, typed as Spark would read them, then reduced (mode "reduce")
-    or their plain commits decoded (mode "commits"); RecordBatches."""
+def read_row_groups(groups: Iterable[tuple[str, Iterable[int]]], columns: list[str]) -> Iterator[Any]:
+    """The row groups read with pyarrow, typed as Spark would read them; a damaged one ends the task with one line."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from jobs.partial_reduce import plain_commits, reduce_batches
+    typed = _arrow_schema(columns)
+    for path, row_groups in groups:
+        dump = None
+        for group in row_groups:
+            try:
+                dump = dump or pq.ParquetFile(path)
+                table = dump.read_row_group(group, columns=columns, use_threads=False)
+            except (pa.ArrowException, OSError) as e:  # a damaged data page: the user's file, said in one line
+                reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+                raise task_error(BadInput(f"--source parquet: {path}: cannot read row group {group} ({reason})")
+                                 ) from None
+            stamp = table.column("timestamp")
+            if pa.types.is_integer(stamp.type):  # epoch milliseconds
+                stamp = pc.multiply(stamp.cast(pa.int64()), 1000)
+            table = table.set_column(columns.index("timestamp"), "timestamp", stamp)
+            yield table.cast(pa.schema([typed.field(n) for n in columns]), safe=False)
 
-    typed = _arrow_schema("reduce", columns)
-    schema = _arrow_schema(mode, columns)
 
-    def tables() -> Iterator[pa.Table]:
-        for path, row_groups in groups:
-            dump = None
-            for group in row_groups:
-                try:
-                    dump = dump or pq.ParquetFile(path)
-                    table = dump.read_row_group(group, columns=columns, use_threads=False)
-                except (pa.ArrowException, OSError) as e:  # a damaged data page: the user's file, said in one line
-                    reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                    raise task_error(BadInput(f"--source parquet: {path}: cannot read row group {group} ({reason})")
-                                     ) from None
-                stamp = table.column("timestamp")
-                if pa.types.is_integer(stamp.type):  # epoch milliseconds
-                    stamp = pc.multiply(stamp.cast(pa.int64()), 1000)
-                table = table.set_column(columns.index("timestamp"), "timestamp", stamp)
-                yield table.cast(pa.schema([typed.field(n) for n in columns]), safe=False)
+def history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str],
+                 as_of_us: int | None, keys: bytes, out: str, schema: Any) -> Iterator[Any]:
+    """Task `index` of `count` of the history's pass (DumpTasks.offset_history): the coordinator partitions p
+    with p % count == index; `keys`: the named keys, an Arrow IPC stream; `schema`: offset_commits' (Arrow)."""
+    import pyarrow as pa
 
-    steps = reduce_batches if mode == "reduce" else plain_commits
-    for out in steps(tables(), as_of_us):
-        yield from out.select(schema.names).cast(schema).to_batches()
+    from jobs.partial_reduce import plain_commits
+    from jobs.task_history import split_keys, write_history
+
+    def mine() -> Iterator[pa.Table]:
+        for table in read_row_groups(groups, columns):
+            partition = table.column("partition").to_numpy(zero_copy_only=False)
+            yield table.filter(pa.array(partition % count == index))  # null: not a plain commit anyway
+
+    commits = list(plain_commits(mine(), as_of_us))
+    if not commits:
+        return
+    finished, whole = split_keys(pa.concat_tables(commits), pa.ipc.open_stream(keys).read_all(),
+                                 schema)
+    del commits
+    write_history(finished, Path(out), f"part-history-{index:05d}")
+    yield whole

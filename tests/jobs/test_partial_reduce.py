@@ -92,7 +92,7 @@ def test_plain_commits_are_decoded_as_the_native_reader_names_them():
     got = [(r["record_offset"], r["committed_offset"], r["leader_epoch"], r["metadata"], r["commit_timestamp_ms"])
            for r in rows]
     assert got == [(0, 7, None, "m", 5), (1, 8, None, "", 6), (2, 9, 4, "", 7), (3, None, None, None, None)]
-    assert {r["offset_key"] for r in rows} == {a[2:]}
+    assert {r["key"] for r in rows} == {a}
 
 
 @pytest.mark.parametrize("columns", ["with_batch_metadata", "spark_kafka_source"])
@@ -109,6 +109,7 @@ def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_i
     from jobs.reduce import reduce_log
     from jobs.sample import write_sample
     from jobs.sources.reduced_dump import DumpTasks, plan_dump
+    from jobs.tables import conform, spark_schema
 
     write_sample(tmp_path / "dump", 6000, seed=3)
     table = pq.read_table(tmp_path / "dump")
@@ -134,11 +135,47 @@ def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_i
         assert any(r["reduced"] and r["records"] > 1 for r in got)
         assert any(r["error"] is not None for r in got)
 
+        # offset_commits from Spark's reduced log alone, and from the tasks': most keys finished by the tasks
+        # (files, read back as the table's staging folder is), the rest by Spark.
         moment = as_of or stamps[-1]
-        history = [offset_commits(reduced.where(F.col("error").isNull() & (F.col("record_timestamp") <= moment)),
-                                  moment, True, records, plain_commits=plain).collect()
-                   for reduced, plain in ((by_spark, None), (by_tasks, tasks.plain_commits(as_of)))]
-        assert len(history[0]) > 1000 and sorted(map(repr, history[1])) == sorted(map(repr, history[0]))
+        window = F.col("error").isNull() & (F.col("record_timestamp") <= moment)
+        want = conform(offset_commits(by_spark.where(window), moment, True, records), "offset_commits").collect()
+        out = tmp_path / f"history-{moment.timestamp()}"
+        rest = offset_commits(by_tasks.where(window), moment, True, records, pin=lambda _name, df: df.cache(),
+                              tasks=lambda keys: tasks.offset_history(as_of, keys, out))
+        rest = conform(rest, "offset_commits").collect()
+        finished = spark.read.schema(spark_schema("offset_commits")).parquet(str(out)).collect()
+        assert len(want) > 1000 and len(rest) < len(finished)
+        assert rest or "producer_id" not in table.column_names  # transactional keys are Spark's
+        assert sorted(map(_by_name, finished + rest)) == sorted(map(_by_name, want))
+
+
+def test_a_run_through_the_tasks_writes_the_tables_spark_alone_writes(spark, tmp_path, monkeypatch):
+    """The whole run (jobs.pipeline.run) on the sample, its dump reduced by Spark, then by its tasks, which also
+    write most of offset_commits straight into the table's staging folder: every table the same."""
+    from deltalake import DeltaTable
+
+    import jobs.sources.reduced_dump as reduced_dump
+    from jobs.config import RebuildConfig
+    from jobs.pipeline import run
+    from jobs.sample import write_sample
+
+    write_sample(tmp_path / "dump", 3000, seed=5)
+    pq.write_table(pq.read_table(tmp_path / "dump"), tmp_path / "dump" / "part-00000.parquet", row_group_size=500)
+    summaries, tables = [], []
+    for name, min_bytes in (("by_spark", reduced_dump.MIN_BYTES), ("by_tasks", 0)):
+        monkeypatch.setattr(reduced_dump, "MIN_BYTES", min_bytes)
+        summaries.append(run(spark, RebuildConfig.build(f"parquet:{tmp_path / 'dump'}", str(tmp_path / name))))
+        tables.append({t: sorted(map(repr, DeltaTable(str(tmp_path / name / t)).to_pyarrow_table().to_pylist()))
+                       for t in ("offset_commits", "group_status", "committed_offsets", "group_events")})
+    assert tables[1] == tables[0] and len(tables[0]["offset_commits"]) > 1000
+    assert summaries[1]["offset_commits"] == summaries[0]["offset_commits"]
+    written = [DeltaTable(str(tmp_path / name / "offset_commits")).file_uris() for name in ("by_spark", "by_tasks")]
+    assert not any("part-history" in f for f in written[0]) and any("part-history" in f for f in written[1])
+
+
+def _by_name(row) -> str:
+    return repr(sorted(row.asDict().items()))
 
 
 @pytest.mark.parametrize("layout", ["partition_folders", "local_timestamps", "small"])
@@ -162,7 +199,7 @@ def test_a_damaged_row_group_is_named_in_one_line(tmp_path):
     """A data page that does not decompress fails the task with the file and row group, which the CLI prints
     as its one-line error (jobs.sources.tasks.task_errors), not Spark's report."""
     from jobs.errors import BadInput
-    from jobs.sources.reduced_dump import COLUMNS, read_task
+    from jobs.sources.reduced_dump import COLUMNS, read_row_groups
     from jobs.sources.tasks import task_errors
 
     path = tmp_path / "dump.parquet"
@@ -176,4 +213,4 @@ def test_a_damaged_row_group_is_named_in_one_line(tmp_path):
     columns = [c for c in COLUMNS if c in pq.read_schema(path).names]
     with pytest.raises(BadInput, match=rf"{path}: cannot read row group 1 \("):
         with task_errors():
-            list(read_task("reduce", ((str(path), (0, 1)),), columns, None))
+            list(read_row_groups(((str(path), (0, 1)),), columns))

@@ -1,0 +1,131 @@
+"""offset_commits rows made inside a source task, in Arrow, for the keys whose every applied record it holds.
+
+A task of a large dump (jobs.sources.reduced_dump) reads every plain commit of some coordinator partitions, so
+it holds each of their keys' plain commits whole. For a key with no other applied record (no transactional
+commit, no value only the Python codec proves: the key is not `whole` in jobs.history.offset_keys) those are its
+history: sorted by log position, each row's previous offset, the time since it and the key's records after it
+are the same window jobs.history computes in Spark, here with numpy, and the task writes the rows as
+offset_commits files itself. The `whole` keys' commits go back to Spark, which merges them with the records
+kept whole. Each key is finished on one side only.
+
+No Spark import: pyarrow and numpy, run in a task's Python worker.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from jobs.partial_reduce import TIMESTAMP, offset_keys
+from offsets_codec.registry import OFFSET_COMMIT_TYPES
+
+# The named offset keys a task receives (jobs.history.offset_keys).
+KEY_FIELDS = (("coordinator_partition", pa.int32()), ("offset_key", pa.binary()), ("group_id", pa.string()),
+              ("topic", pa.string()), ("partition", pa.int32()), ("whole", pa.bool_()))
+# Commit timestamps Spark can hold (jobs.types.ms_to_timestamp): others are null there, and here.
+_MIN_MS, _MAX_MS = -62135596800000, 253402300799999
+PARTITION = "commit_date"
+
+
+def split_keys(commits: pa.Table, keys: pa.Table, schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
+    """(`schema`'s rows for the commits of keys that are not `whole`, the commits of the `whole` keys).
+
+    `commits`: PLAIN_FIELDS, every plain commit of their keys up to as_of; `keys`: KEY_FIELDS. The commits of the
+    `whole` keys are given as Spark reads them: COMMIT_FIELDS. A commit whose key is not among `keys` is dropped,
+    as Spark drops a key no valid record names."""
+    key = _key_index(commits, keys)
+    named = key >= 0
+    whole = named & keys.column("whole").to_numpy(zero_copy_only=False)[np.maximum(key, 0)]
+    rest = commits.filter(pa.array(whole))
+    rest = rest.set_column(1, "offset_key", offset_keys(rest.column("key")))
+    finished = pa.array(named & ~whole)
+    rows = commits.drop_columns(["key"]).append_column("key_index", pa.array(key)).filter(finished)
+    return _history(rows, keys, schema), rest
+
+
+def _key_index(commits: pa.Table, keys: pa.Table) -> np.ndarray:
+    """Per commit, the row of `keys` naming its (coordinator partition, key); -1 where none does."""
+    partition = commits.column("coordinator_partition").to_numpy()
+    if len(pc.unique(keys.column("offset_key"))) < keys.num_rows:  # a key in two coordinator partitions
+        named = keys.select(["coordinator_partition", "offset_key"]).append_column(
+            "key_index", pa.array(np.arange(keys.num_rows)))
+        rows = pa.table({"coordinator_partition": commits.column("coordinator_partition"),
+                         "offset_key": offset_keys(commits.column("key")), "row": np.arange(commits.num_rows)})
+        found = rows.join(named, ["coordinator_partition", "offset_key"], join_type="inner", use_threads=False)
+        index = np.full(commits.num_rows, -1)
+        index[found.column("row").to_numpy()] = found.column("key_index").to_numpy()
+        return index
+    # Each offset key once: look the record's whole key up, in both key types' spellings (the same offset key).
+    spelled = pa.array([t.to_bytes(2, "big", signed=True) + k for t in OFFSET_COMMIT_TYPES
+                        for k in keys.column("offset_key").to_pylist()], pa.binary())
+    found = pc.fill_null(pc.index_in(commits.column("key"), value_set=spelled), -1).to_numpy()
+    index = np.where(found >= 0, found % max(keys.num_rows, 1), -1)
+    same_partition = keys.column("coordinator_partition").to_numpy()[np.maximum(index, 0)] == partition
+    return np.where(same_partition, index, -1)
+
+
+def _history(rows: pa.Table, keys: pa.Table, schema: pa.Schema) -> pa.Table:
+    """offset_commits rows, in the order of `rows`: each commit with its key's previous one (in log order), the
+    movement since, and the key's records after it (jobs.history.offset_commits). Only positions are sorted: the
+    rows stay where they are, and each looks its previous one up."""
+    key = rows.column("key_index").to_numpy(zero_copy_only=False)
+    n = len(key)
+    order = np.lexsort((rows.column("record_offset").to_numpy(zero_copy_only=False), key))
+    follows = np.zeros(n, bool)  # in `order`: the row follows another of its key
+    follows[1:] = key[order[1:]] == key[order[:-1]]
+    previous = np.full(n, -1)
+    previous[order[1:][follows[1:]]] = order[:-1][follows[1:]]
+    starts = np.flatnonzero(~follows)
+    ends = np.append(starts[1:], n)
+    later = np.empty(n, np.int64)
+    later[order] = np.repeat(ends, ends - starts) - np.arange(n) - 1
+    before = pa.array(previous, mask=previous < 0)
+
+    def column(name: str) -> pa.Array:
+        return rows.column(name).combine_chunks()
+
+    offset = column("committed_offset")
+    previous_offset = pc.take(offset, before)
+    stamp = column("record_timestamp")
+    micros = pc.cast(stamp, pa.int64())
+    elapsed = pc.subtract(pc.divide(pc.cast(micros, pa.float64()), 1e6),
+                          pc.divide(pc.cast(pc.take(micros, before), pa.float64()), 1e6))
+    commit_ms = column("commit_timestamp_ms")
+    in_range = pc.and_(pc.greater_equal(commit_ms, _MIN_MS), pc.less_equal(commit_ms, _MAX_MS))
+    named = pa.array(key)
+    values = {
+        "group_id": pc.take(keys.column("group_id"), named),
+        "topic": pc.take(keys.column("topic"), named),
+        "partition": pc.take(keys.column("partition"), named),
+        "kind": pc.if_else(pc.is_null(offset), "delete", "commit"),
+        "committed_offset": offset,
+        "previous_offset": previous_offset,
+        "offset_delta": pc.subtract(offset, previous_offset),
+        "commit_timestamp": pc.if_else(in_range, pc.multiply(commit_ms, 1000), None).cast(TIMESTAMP),
+        "record_timestamp": stamp,
+        "seconds_since_previous": pc.if_else(pc.is_valid(previous_offset), elapsed, None),
+        "is_rewind": pc.fill_null(pc.less(offset, previous_offset), False),
+        "leader_epoch": column("leader_epoch"),
+        "metadata": column("metadata"),
+        "producer_id": column("producer_id"),
+        "coordinator_partition": column("coordinator_partition"),
+        "record_offset": column("record_offset"),
+        PARTITION: pc.cast(stamp, pa.date32()),
+        "source_record_offset": column("source_record_offset"),
+        "later_records": pa.array(later),
+    }
+    return pa.table([values[f.name] for f in schema], schema=schema)
+
+
+def write_history(rows: pa.Table, out: Path, name: str) -> None:
+    """`rows` as Parquet files under `out`, in one folder per commit date as Spark lays out a partitioned table
+    (`commit_date=2026-11-20`, a null date in Spark's null folder); file names start with `name`."""
+    if not rows.num_rows:
+        return
+    days = len(pc.unique(rows.column(PARTITION)))
+    pads.write_dataset(rows, out, format="parquet", basename_template=f"{name}-{{i}}.parquet",
+                       partitioning=pads.partitioning(pa.schema([rows.schema.field(PARTITION)]), flavor="hive"),
+                       existing_data_behavior="overwrite_or_ignore", max_partitions=days + 1, use_threads=False)

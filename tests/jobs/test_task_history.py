@@ -1,0 +1,90 @@
+"""offset_commits rows made in a task (jobs.task_history), on hand-made commits: the same movement as Spark's
+window (jobs.history; the sample's whole table is compared in test_partial_reduce), each key finished on one side."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pytest
+
+from jobs.partial_reduce import PLAIN_FIELDS
+from jobs.tables import arrow_schema
+from jobs.task_history import KEY_FIELDS, split_keys, write_history
+from offsets_codec import encode_key
+
+SCHEMA = arrow_schema("offset_commits")
+T0 = datetime(2026, 11, 20, 23, 59, 58, tzinfo=timezone.utc)
+T0_US = int(T0.timestamp() * 1_000_000)
+
+
+def _key(group: str, version: int = 1, partition: int = 0) -> bytes:
+    return encode_key(version, {"group": group, "topic": "t", "partition": partition})
+
+
+def _commits(rows: list[tuple]) -> pa.Table:
+    """(coordinator partition, key, record offset, seconds after T0 or None, committed offset or None)."""
+    columns = {name: [] for name, _ in PLAIN_FIELDS}
+    for partition, key, offset, seconds, committed in rows:
+        for name, value in (("coordinator_partition", partition), ("key", key), ("record_offset", offset),
+                            ("source_record_offset", offset),
+                            ("record_timestamp", None if seconds is None else T0_US + seconds * 1_000_000),
+                            ("producer_id", -1), ("committed_offset", committed), ("leader_epoch", None),
+                            ("metadata", None if committed is None else ""),
+                            ("commit_timestamp_ms", None if committed is None else 5), ("proven", True)):
+            columns[name].append(value)
+    return pa.table(columns, schema=pa.schema(PLAIN_FIELDS))
+
+
+def _keys(rows: list[tuple]) -> pa.Table:
+    """(coordinator partition, group, whole)."""
+    return pa.table({"coordinator_partition": [r[0] for r in rows], "offset_key": [_key(r[1])[2:] for r in rows],
+                     "group_id": [r[1] for r in rows], "topic": ["t"] * len(rows), "partition": [0] * len(rows),
+                     "whole": [r[2] for r in rows]}, schema=pa.schema(KEY_FIELDS))
+
+
+@pytest.mark.parametrize("shared_key", [False, True], ids=["one_partition_a_key", "a_key_in_two_partitions"])
+def test_each_commit_gets_its_keys_previous_one_in_log_order(shared_key):
+    keys = [(0, "a", False), (0, "w", True)] + ([(1, "a", False)] if shared_key else [])
+    commits = _commits([
+        (0, _key("a"), 30, 3, 90),             # out of log order in the input: sorted by position, not by row
+        (0, _key("a", version=0), 10, 1, 100),  # a v0 key names the same offset key as v1
+        (0, _key("w"), 11, 1, 5),               # a `whole` key: Spark's
+        (0, _key("a"), 20, None, None),         # a tombstone without a timestamp
+        (0, _key("a"), 40, 6, 120),
+        (0, _key("nobody"), 12, 1, 1),          # no valid record names it: dropped
+        (1, _key("a"), 15, 2, 7),               # another coordinator partition's "a"
+    ])
+    finished, rest = split_keys(commits, _keys(keys), SCHEMA)
+    assert finished.schema == SCHEMA and rest.column_names[1] == "offset_key"
+    assert rest.column("offset_key").to_pylist() == [_key("w")[2:]] and rest.column("record_offset").to_pylist() == [11]
+    rows = {(r["coordinator_partition"], r["record_offset"]): r for r in finished.to_pylist()}
+    assert sorted(rows) == ([(0, 10), (0, 20), (0, 30), (0, 40)] + ([(1, 15)] if shared_key else []))
+    got = [(o, rows[0, o]["kind"], rows[0, o]["previous_offset"], rows[0, o]["offset_delta"], rows[0, o]["is_rewind"],
+            rows[0, o]["seconds_since_previous"], rows[0, o]["later_records"]) for o in (10, 20, 30, 40)]
+    assert got == [(10, "commit", None, None, False, None, 3),
+                   (20, "delete", 100, None, False, None, 2),   # no timestamp: no time since
+                   (30, "commit", None, None, False, None, 1),  # after a tombstone: nothing to compare with
+                   (40, "commit", 90, 30, False, 3.0, 0)]
+    assert rows[0, 30]["group_id"] == "a" and rows[0, 30]["commit_date"].isoformat() == "2026-11-21"
+    assert rows[0, 10]["commit_date"].isoformat() == "2026-11-20" and rows[0, 20]["commit_date"] is None
+    if shared_key:
+        assert rows[1, 15]["previous_offset"] is None and rows[1, 15]["later_records"] == 0
+
+
+def test_a_rewind_is_a_commit_below_the_previous_one():
+    finished, _ = split_keys(_commits([(0, _key("a"), 1, 0, 50), (0, _key("a"), 2, 1, 20)]),
+                             _keys([(0, "a", False)]), SCHEMA)
+    assert finished.column("is_rewind").to_pylist() == [False, True]
+    assert finished.column("offset_delta").to_pylist() == [None, -30]
+
+
+def test_rows_are_written_in_date_folders_as_spark_partitions_them(tmp_path):
+    commits = _commits([(0, _key("a"), 1, 0, 1), (0, _key("a"), 2, 3, 2), (0, _key("a"), 3, None, None)])
+    finished, _ = split_keys(commits, _keys([(0, "a", False)]), SCHEMA)
+    write_history(finished, tmp_path, "part-history-00000")
+    folders = sorted(p.parent.name for p in tmp_path.rglob("*.parquet"))
+    assert folders == ["commit_date=2026-11-20", "commit_date=2026-11-21", "commit_date=__HIVE_DEFAULT_PARTITION__"]
+    assert all(p.name.startswith("part-history-00000") for p in tmp_path.rglob("*.parquet"))
+    read = pads.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
+    assert sorted(read.column("record_offset").to_pylist()) == [1, 2, 3]
