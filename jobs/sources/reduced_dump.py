@@ -1,8 +1,12 @@
-"""A local Parquet dump read by its row groups, each task reducing what it reads (jobs.partial_reduce).
+"""A local Parquet dump read by pyarrow in Spark tasks: its reduction (jobs.partial_reduce) and its commit history.
 
-The whole dump is still `read_parquet`'s frame (the history and the quarantine read every record); this source
-gives the reduction its input without Spark's row-by-row scan: pyarrow reads a task's row groups as columns, the
-task folds them, and Spark receives about one row per key and task plus the records kept whole.
+The whole dump is still `read_parquet`'s frame (the quarantine reads every record); this source gives two passes
+their input without Spark's row-by-row scan:
+* the reduction: each task reads its row groups as columns and folds them, and Spark receives about one row per
+  key and task plus the records kept whole (DumpTasks.reduced);
+* the history (with offset_commits): each task reads every row group but keeps only the plain commits of its
+  share of the coordinator partitions, so it holds each of their keys' commits whole, and writes most keys'
+  offset_commits rows itself (DumpTasks.offset_history, jobs.task_history).
 
 Used in local mode (the tasks open the driver's files) for dumps of MIN_BYTES or more whose files are plain
 Parquet with one schema, no partition folders, and a timestamp that is zoned or epoch milliseconds (a local
