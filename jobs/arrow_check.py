@@ -78,6 +78,12 @@ class _Bytes:
         return result
 
 
+def last_bytes(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per row of a binary array: its last byte (0 for a null or empty row)."""
+    buf, valid = _Bytes.of(array)
+    return np.where(valid & (buf.length > 0), buf.byte(buf.length - 1), 0)
+
+
 @dataclass(frozen=True)
 class BulkRead:
     ok: np.ndarray  # per row: proven (see `proven`)

@@ -9,7 +9,7 @@ time since it and the key's records after it (group_status reads only each key's
 after the window, from the few distinct keys.
 
 A large local dump's tasks (jobs.sources.reduced_dump) do most of it themselves: each holds every plain commit
-of some coordinator partitions, writes the rows of the keys with nothing kept whole (jobs.task_history), and
+of its share of the keys, writes the rows of the keys with nothing kept whole (jobs.task_history), and
 gives Spark the plain commits of the others, whose window is computed here as above.
 
 Transactional commits are applied at their COMMIT marker (spec §7.2), and only when no record on their key

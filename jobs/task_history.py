@@ -1,7 +1,7 @@
 """offset_commits rows made inside a source task, in Arrow, for the keys whose every applied record it holds.
 
-A task of a large dump (jobs.sources.reduced_dump) reads every plain commit of some coordinator partitions, so
-it holds each of their keys' plain commits whole. For a key with no other applied record (no transactional
+A task of a large dump (jobs.sources.reduced_dump) reads every plain commit of its share of the offset keys, so
+it holds each of its keys' plain commits whole. For a key with no other applied record (no transactional
 commit, no value only the Python codec proves: the key is not `whole` in jobs.history.offset_keys) those are its
 history: sorted by log position, each row's previous offset, the time since it and the key's records after it
 are the same window jobs.history computes in Spark, here with numpy, and the task writes the rows as

@@ -5,8 +5,8 @@ their input without Spark's row-by-row scan:
 * the reduction: each task reads its row groups as columns and folds them, and Spark receives about one row per
   key and task plus the records kept whole (DumpTasks.reduced);
 * the history (with offset_commits): each task reads every row group but keeps only the plain commits of its
-  share of the coordinator partitions, so it holds each of their keys' commits whole, and writes most keys'
-  offset_commits rows itself (DumpTasks.offset_history, jobs.task_history).
+  share of the offset keys, so it holds each of its keys' commits whole, and writes most keys' offset_commits
+  rows itself (DumpTasks.offset_history, jobs.task_history).
 
 Used in local mode (the tasks open the driver's files) for dumps of MIN_BYTES or more whose files are plain
 Parquet with one schema, no partition folders, and a timestamp that is zoned or epoch milliseconds (a local
@@ -37,7 +37,7 @@ TASK_BYTES = 256 << 20
 # a 10 MB dump, about even on 70 MB (0.96x), 22% faster on 303 MB.
 MIN_BYTES = 64 << 20
 # Records per task of the history's pass (DumpTasks.offset_history), at most: such a task holds every plain
-# commit of its coordinator partitions at once (about 100 bytes each, and as much again while it sorts them).
+# commit of its keys at once (about 300 bytes each while it sorts them: jobs.task_history).
 HISTORY_TASK_RECORDS = 10_000_000
 # The columns the reduction and the replay read, typed as a source task yields them (jobs.sources.tasks).
 COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
@@ -49,7 +49,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 class DumpPlan:
     columns: tuple[str, ...]  # the COLUMNS the dump has
     tasks: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]  # per task: (file, row groups)
-    history_tasks: int = 1  # tasks of the history's pass, each reading every row group (DumpTasks.offset_history)
+    history_tasks: int  # tasks of the history's pass, each reading every row group (DumpTasks.offset_history)
 
 
 def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes: int | None = None
@@ -126,7 +126,7 @@ class DumpTasks:
 
     def offset_history(self, as_of: datetime | None, keys: DataFrame, out: Path) -> DataFrame:
         """The history's pass (jobs.history.offset_commits): each task reads every row group, keeps the plain
-        commits up to as_of of its share of the coordinator partitions, writes the offset_commits rows of the
+        commits up to as_of of its share of the keys (history_task), writes the offset_commits rows of the
         keys that are not `whole` among `keys` (jobs.history.offset_keys) as files under `out`
         (jobs.task_history), and yields the plain commits of the `whole` ones (jobs.partial_reduce.COMMIT_FIELDS).
         Lazy: the files are written when the frame is computed, which must be once."""
@@ -208,17 +208,24 @@ def read_row_groups(groups: Iterable[tuple[str, Iterable[int]]], columns: list[s
 
 def history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str],
                  as_of_us: int | None, keys: bytes, out: str, schema: Any) -> Iterator[Any]:
-    """Task `index` of `count` of the history's pass (DumpTasks.offset_history): the coordinator partitions p
-    with p % count == index; `keys`: the named keys, an Arrow IPC stream; `schema`: offset_commits' (Arrow)."""
-    import pyarrow as pa
+    """Task `index` of `count` of the history's pass (DumpTasks.offset_history): its share of the offset keys;
+    `keys`: the named keys, an Arrow IPC stream; `schema`: offset_commits' (Arrow).
 
+    A key's share is its coordinator partition plus its last byte (the low byte of its topic partition), modulo
+    `count`: every record of a key in one task (both key types end alike), and spread even when a dump has few
+    coordinator partitions."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from jobs.arrow_check import last_bytes
     from jobs.partial_reduce import plain_commits
     from jobs.task_history import split_keys, write_history
 
     def mine() -> Iterator[pa.Table]:
         for table in read_row_groups(groups, columns):
-            partition = table.column("partition").to_numpy(zero_copy_only=False)
-            yield table.filter(pa.array(partition % count == index))  # null: not a plain commit anyway
+            partition = pc.fill_null(table.column("partition"), 0).to_numpy()  # null: not a plain commit anyway
+            yield table.filter(pa.array((partition.astype(np.int64) + last_bytes(table.column("key"))) % count == index))
 
     commits = list(plain_commits(mine(), as_of_us))
     if not commits:
