@@ -151,8 +151,9 @@ def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_i
 
 
 def test_a_run_through_the_tasks_writes_the_tables_spark_alone_writes(spark, tmp_path, monkeypatch):
-    """The whole run (jobs.pipeline.run) on the sample, its dump reduced by Spark, then by its tasks, which also
-    write most of offset_commits straight into the table's staging folder: every table the same."""
+    """The whole run (jobs.pipeline.run) on the sample and its end offsets, its dump reduced by Spark, then by
+    its tasks, which also write most of offset_commits straight into the table's staging folder: the history,
+    the lag (its rates read offset_commits) and the state the same."""
     from deltalake import DeltaTable
 
     import jobs.sources.reduced_dump as reduced_dump
@@ -160,15 +161,17 @@ def test_a_run_through_the_tasks_writes_the_tables_spark_alone_writes(spark, tmp
     from jobs.pipeline import run
     from jobs.sample import write_sample
 
-    write_sample(tmp_path / "dump", 3000, seed=5)
+    write_sample(tmp_path / "dump", 3000, seed=5, end_offsets=tmp_path / "ends.txt")
     pq.write_table(pq.read_table(tmp_path / "dump"), tmp_path / "dump" / "part-00000.parquet", row_group_size=500)
     summaries, tables = [], []
     for name, min_bytes in (("by_spark", reduced_dump.MIN_BYTES), ("by_tasks", 0)):
         monkeypatch.setattr(reduced_dump, "MIN_BYTES", min_bytes)
-        summaries.append(run(spark, RebuildConfig.build(f"parquet:{tmp_path / 'dump'}", str(tmp_path / name))))
+        summaries.append(run(spark, RebuildConfig.build(f"parquet:{tmp_path / 'dump'}", str(tmp_path / name),
+                                                        end_offsets=str(tmp_path / "ends.txt"))))
         tables.append({t: sorted(map(repr, DeltaTable(str(tmp_path / name / t)).to_pyarrow_table().to_pylist()))
-                       for t in ("offset_commits", "group_status", "committed_offsets", "group_events")})
-    assert tables[1] == tables[0] and len(tables[0]["offset_commits"]) > 1000
+                       for t in ("offset_commits", "group_status", "consumer_lag", "committed_offsets",
+                                 "group_events")})
+    assert tables[1] == tables[0] and len(tables[0]["offset_commits"]) > 1000 and tables[0]["consumer_lag"]
     assert summaries[1]["offset_commits"] == summaries[0]["offset_commits"]
     written = [DeltaTable(str(tmp_path / name / "offset_commits")).file_uris() for name in ("by_spark", "by_tasks")]
     assert not any("part-history" in f for f in written[0]) and any("part-history" in f for f in written[1])
