@@ -57,11 +57,12 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     """
     from_log = log is not None and "reduced" in valid.columns
     keys = offset_keys(valid)
+    whole_key_commits = None
     if tasks is not None:
         if not from_log or pin is None:
             raise ValueError("a source's tasks finish keys of the reduced log, and need a pin")
         keys = pin("offset_keys", keys)
-        plain_commits = pin("whole_key_commits", tasks(keys))
+        whole_key_commits = pin("whole_key_commits", tasks(keys))
     if not transactions:
         fates = None
     elif fates is None:
@@ -69,7 +70,7 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     kept = _kept_whole(valid.where(~F.col("reduced")) if from_log else valid, fates)
     applied = kept.withColumn("proven", F.lit(True))  # checked records: valid
     if from_log:
-        plain = plain_commits if tasks is not None else _plain_records(log, as_of)
+        plain = whole_key_commits if whole_key_commits is not None else _plain_records(log, as_of)
         applied = plain.unionByName(applied)
     # A plain record whose value the native reader does not prove is kept out of its key's window (in a keyless
     # one of its own) and dropped after the window: a filter below it would be pushed into the reader's

@@ -25,7 +25,8 @@ from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 _VALUE_LAYOUT = REGISTRY[OFFSET_COMMIT_TYPES[0]].value
-_OFFSET_KEY_PREFIXES = pa.array([t.to_bytes(2, "big", signed=True) for t in OFFSET_COMMIT_TYPES], pa.binary())
+# The first two bytes of an offset-commit key: its type.
+OFFSET_KEY_PREFIXES = tuple(t.to_bytes(2, "big", signed=True) for t in OFFSET_COMMIT_TYPES)
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 # What a task adds to each record (jobs.reduce.reduce_log's columns).
 PARTIAL_FIELDS = (("records", pa.int64()), ("newest_timestamp", TIMESTAMP), ("after_as_of", pa.bool_()),
@@ -43,7 +44,7 @@ def plain(batch: pa.Table) -> np.ndarray:
     """Per record: a plain offset commit or tombstone (offset-commit key type, not a control record, no producer)
     at a known position."""
     head = pc.binary_slice(batch.column("key"), 0, 2)
-    mask = pc.fill_null(pc.is_in(head, value_set=_OFFSET_KEY_PREFIXES), False)
+    mask = pc.fill_null(pc.is_in(head, value_set=pa.array(OFFSET_KEY_PREFIXES, pa.binary())), False)
     control = _column(batch, "is_control")
     if control is not None:
         mask = pc.and_(mask, pc.invert(pc.fill_null(control, False)))

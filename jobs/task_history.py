@@ -19,8 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from jobs.partial_reduce import TIMESTAMP, offset_keys
-from offsets_codec.registry import OFFSET_COMMIT_TYPES
+from jobs.partial_reduce import OFFSET_KEY_PREFIXES, TIMESTAMP, offset_keys
 
 # The named offset keys a task receives (jobs.history.offset_keys).
 KEY_FIELDS = (("coordinator_partition", pa.int32()), ("offset_key", pa.binary()), ("group_id", pa.string()),
@@ -38,7 +37,7 @@ def split_keys(commits: pa.Table, keys: pa.Table, schema: pa.Schema) -> tuple[pa
     as Spark drops a key no valid record names."""
     key = _key_index(commits, keys)
     named = key >= 0
-    whole = named & keys.column("whole").to_numpy(zero_copy_only=False)[np.maximum(key, 0)]
+    whole = np.append(keys.column("whole").to_numpy(zero_copy_only=False), False)[key]  # -1: the appended False
     rest = commits.filter(pa.array(whole))
     rest = rest.set_column(1, "offset_key", offset_keys(rest.column("key")))
     finished = pa.array(named & ~whole)
@@ -59,12 +58,12 @@ def _key_index(commits: pa.Table, keys: pa.Table) -> np.ndarray:
         index[found.column("row").to_numpy()] = found.column("key_index").to_numpy()
         return index
     # Each offset key once: look the record's whole key up, in both key types' spellings (the same offset key).
-    spelled = pa.array([t.to_bytes(2, "big", signed=True) + k for t in OFFSET_COMMIT_TYPES
-                        for k in keys.column("offset_key").to_pylist()], pa.binary())
+    spelled = pa.array([prefix + k for prefix in OFFSET_KEY_PREFIXES for k in keys.column("offset_key").to_pylist()],
+                       pa.binary())
     found = pc.fill_null(pc.index_in(commits.column("key"), value_set=spelled), -1).to_numpy()
     index = np.where(found >= 0, found % max(keys.num_rows, 1), -1)
-    same_partition = keys.column("coordinator_partition").to_numpy()[np.maximum(index, 0)] == partition
-    return np.where(same_partition, index, -1)
+    partitions = np.append(keys.column("coordinator_partition").to_numpy(), -1)  # -1: the appended "none"
+    return np.where(partitions[index] == partition, index, -1)
 
 
 def _history(rows: pa.Table, keys: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -79,7 +78,7 @@ def _history(rows: pa.Table, keys: pa.Table, schema: pa.Schema) -> pa.Table:
     previous = np.full(n, -1)
     previous[order[1:][follows[1:]]] = order[:-1][follows[1:]]
     starts = np.flatnonzero(~follows)
-    ends = np.append(starts[1:], n)
+    ends = np.append(starts, n)[1:]
     later = np.empty(n, np.int64)
     later[order] = np.repeat(ends, ends - starts) - np.arange(n) - 1
     before = pa.array(previous, mask=previous < 0)

@@ -137,10 +137,7 @@ class DumpTasks:
         from jobs.task_history import KEY_FIELDS
 
         named = keys.select([name for name, _ in KEY_FIELDS]).toArrow().cast(pa.schema(KEY_FIELDS))
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, named.schema) as stream:
-            stream.write_table(named)
-        shared = self.spark.sparkContext.broadcast(sink.getvalue().to_pybytes())  # read once per worker
+        shared = self.spark.sparkContext.broadcast(named)  # sent once per worker, pickled as Arrow IPC
         count = self.plan.history_tasks
         every = tuple((path, groups) for task in self.plan.tasks for path, groups in task)
         columns = list(self.plan.columns)
@@ -207,9 +204,9 @@ def read_row_groups(groups: Iterable[tuple[str, Iterable[int]]], columns: list[s
 
 
 def history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str],
-                 as_of_us: int | None, keys: bytes, out: str, schema: Any) -> Iterator[Any]:
+                 as_of_us: int | None, keys: Any, out: str, schema: Any) -> Iterator[Any]:
     """Task `index` of `count` of the history's pass (DumpTasks.offset_history): its share of the offset keys;
-    `keys`: the named keys, an Arrow IPC stream; `schema`: offset_commits' (Arrow).
+    `keys`: the named keys (jobs.task_history.KEY_FIELDS, a pyarrow Table); `schema`: offset_commits' (Arrow).
 
     A key's share is its coordinator partition plus its last byte (the low byte of its topic partition), modulo
     `count`: every record of a key in one task (both key types end alike), and spread even when a dump has few
@@ -230,8 +227,7 @@ def history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[in
     commits = list(plain_commits(mine(), as_of_us))
     if not commits:
         return
-    finished, whole = split_keys(pa.concat_tables(commits), pa.ipc.open_stream(keys).read_all(),
-                                 schema)
-    del commits
+    finished, whole = split_keys(pa.concat_tables(commits), keys, schema)
+    del commits  # the batches read: the rows are written from copies
     write_history(finished, Path(out), f"part-history-{index:05d}")
     yield whole

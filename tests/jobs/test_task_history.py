@@ -88,3 +88,15 @@ def test_rows_are_written_in_date_folders_as_spark_partitions_them(tmp_path):
     assert all(p.name.startswith("part-history-00000") for p in tmp_path.rglob("*.parquet"))
     read = pads.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
     assert sorted(read.column("record_offset").to_pylist()) == [1, 2, 3]
+
+
+def test_a_task_whose_keys_are_all_whole_writes_nothing():
+    finished, rest = split_keys(_commits([(0, _key("w"), 1, 0, 1), (0, _key("w"), 2, 0, 2)]), _keys([(0, "w", True)]),
+                                SCHEMA)
+    assert finished.num_rows == 0 and finished.schema == SCHEMA and rest.column("record_offset").to_pylist() == [1, 2]
+
+
+def test_without_named_keys_every_commit_is_dropped():
+    """No valid offset record named any key (every key failed its check): nothing is written, nothing is Spark's."""
+    finished, rest = split_keys(_commits([(0, _key("a"), 1, 0, 1), (0, _key("b"), 2, 0, 2)]), _keys([]), SCHEMA)
+    assert finished.num_rows == 0 and rest.num_rows == 0 and finished.schema == SCHEMA
