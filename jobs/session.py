@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 
 from jobs.catalog import local_catalog_settings, metastore_configured
 from jobs.config import CONF_DIR, defaults
+from jobs.jvm_archive import archive_flags
 
 log = logging.getLogger("offsetlake")
 TASK_LINE = b"offsetlake: "  # how jobs.sources.tasks' executor logger starts a line
@@ -59,6 +60,8 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None) -> Sp
     jvm_flags, compiling = compile_settings(input_bytes) if starts_jvm else ([], {})
     settings = {**defaults()["spark"], **compiling}
     log4j = CONF_DIR / "log4j2.properties"
+    if starts_jvm:  # Spark's classes from this machine's class-data archive (jobs.jvm_archive)
+        jvm_flags += archive_flags(settings)
     settings["spark.driver.extraJavaOptions"] = " ".join([f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_flags])
     local_catalog = catalog is not None and not metastore_configured(launcher_conf)
     if local_catalog:
