@@ -231,7 +231,8 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         tables = rebuild(reduced, as_of, cfg.retention_ms, ends, topic_id_frame, segment_errors,
                          transactions=transactions, pin=sink.pin, modern=modern, history=cfg.history, log=records,
                          rate_window_ms=cfg.rate_window_ms, status_window=cfg.status_window,
-                         history_tasks=_history_tasks(source.tasks, as_of, sink) if source.tasks and cfg.history else None)
+                         history_tasks=_history_tasks(source.tasks, as_of, sink, cfg.status_window)
+                         if source.tasks and cfg.history else None)
         tables["end_offsets_history"] = ends  # written every run, unchanged by a run without end offsets
         if counts["scattered_bad_keys"]:  # a corrupt key whose values looked right: all its records, whole
             whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))
@@ -295,9 +296,10 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     }
 
 
-def _history_tasks(tasks: DumpTasks, as_of: datetime, sink: TableSink) -> HistoryTasks:
-    """The dump's tasks writing offset_commits rows straight into the table's staging folder, beside Spark's."""
-    return lambda keys: tasks.offset_history(as_of, keys, sink.staged("offset_commits"))
+def _history_tasks(tasks: DumpTasks, as_of: datetime, sink: TableSink, status_window: int) -> HistoryTasks:
+    """The dump's tasks writing offset_commits rows straight into the table's staging folder, beside Spark's;
+    the rows group_status reads in files of their own."""
+    return lambda keys: tasks.offset_history(as_of, keys, sink.staged("offset_commits"), status_window)
 
 
 def _orphan_groups(sink: TableSink) -> list[str]:

@@ -86,21 +86,21 @@ def commit_windows(commits: DataFrame, as_of: datetime, window: int) -> DataFram
     """group_id, topic, partition, window: the last `window` commits up to as_of after the offset's last
     tombstone, in log order, array<struct<order, committed_at, committed_offset>> (order: coordinator partition
     and record offset; committed_at: the commit timestamp, as Burrow reads it from the value, else the record's).
-    An offset whose newest record is a tombstone is gone, and has no row."""
+    An offset whose newest record is a tombstone is gone, and has no row.
+
+    One aggregation per offset (its commits and its last tombstone), then array functions on a few elements: no
+    window over the commits, whose sort would cost more than the rules."""
     at = F.lit(as_of).cast("timestamp")
     applied = commits.where(F.col("record_timestamp").isNull() | (F.col("record_timestamp") <= at))
     order = F.struct("coordinator_partition", "record_offset")
-    per_offset = Window.partitionBy(*GROUP_PARTITION)
-    last_delete = F.max(F.when(F.col("kind") == "delete", order)).over(per_offset)
-    live = (applied.withColumn("_order", order).withColumn("_last_delete", last_delete)
-            .where((F.col("kind") == "commit")
-                   & (F.col("_last_delete").isNull() | (F.col("_order") > F.col("_last_delete")))))
-    newest_first = per_offset.orderBy(F.col("_order").desc())
-    recent = live.withColumn("_newest", F.row_number().over(newest_first)).where(F.col("_newest") <= window)
-    point = F.struct(F.col("_order").alias("order"),
-                     F.coalesce("commit_timestamp", "record_timestamp").alias("committed_at"),
+    point = F.struct(order.alias("order"), F.coalesce("commit_timestamp", "record_timestamp").alias("committed_at"),
                      F.col("committed_offset"))
-    return recent.groupBy(*GROUP_PARTITION).agg(F.array_sort(F.collect_list(point)).alias("window"))
+    per_offset = applied.groupBy(*GROUP_PARTITION).agg(
+        F.array_sort(F.collect_list(F.when(F.col("kind") == "commit", point))).alias("commits"),  # nulls skipped
+        F.max(F.when(F.col("kind") == "delete", order)).alias("last_delete"))
+    live = F.filter("commits", lambda c: F.col("last_delete").isNull() | (c.order > F.col("last_delete")))
+    recent = F.slice(live, F.greatest(F.size(live) - window + 1, F.lit(1)), window)
+    return per_offset.select(*GROUP_PARTITION, recent.alias("window")).where(F.size("window") > 0)
 
 
 def with_lags(window: Column, snapshots: Column) -> Column:

@@ -119,12 +119,22 @@ def _history(rows: pa.Table, keys: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.table([values[f.name] for f in schema], schema=schema)
 
 
-def write_history(rows: pa.Table, out: Path, name: str) -> None:
+def write_history(rows: pa.Table, out: Path, name: str, recent: int | None = None) -> None:
     """`rows` as Parquet files under `out`, in one folder per commit date as Spark lays out a partitioned table
-    (`commit_date=2026-11-20`, a null date in Spark's null folder); file names start with `name`."""
+    (`commit_date=2026-11-20`, a null date in Spark's null folder); file names start with `name`.
+
+    `recent`: each key's last `recent` records (later_records below it: what group_status reads, jobs.status)
+    go to files of their own, so a reader filtering on later_records skips the other files by their statistics."""
     if not rows.num_rows:
         return
     days = len(pc.unique(rows.column(PARTITION)))
-    pads.write_dataset(rows, out, format="parquet", basename_template=f"{name}-{{i}}.parquet",
-                       partitioning=pads.partitioning(pa.schema([rows.schema.field(PARTITION)]), flavor="hive"),
-                       existing_data_behavior="overwrite_or_ignore", max_partitions=days + 1, use_threads=False)
+    partitioning = pads.partitioning(pa.schema([rows.schema.field(PARTITION)]), flavor="hive")
+    parts = [(name, rows)]
+    if recent is not None:
+        is_recent = pc.less(rows.column("later_records"), recent)
+        parts = [(f"{name}-recent", rows.filter(is_recent)), (name, rows.filter(pc.invert(is_recent)))]
+    for basename, part in parts:
+        if part.num_rows:
+            pads.write_dataset(part, out, format="parquet", basename_template=f"{basename}-{{i}}.parquet",
+                               partitioning=partitioning, existing_data_behavior="overwrite_or_ignore",
+                               max_partitions=days + 1, use_threads=False)

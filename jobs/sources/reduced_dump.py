@@ -124,11 +124,13 @@ class DumpTasks:
 
         return self._tasks(tasks, run, _arrow_schema(columns))
 
-    def offset_history(self, as_of: datetime | None, keys: DataFrame, out: Path) -> DataFrame:
+    def offset_history(self, as_of: datetime | None, keys: DataFrame, out: Path, recent: int | None = None
+                       ) -> DataFrame:
         """The history's pass (jobs.history.offset_commits): each task reads every row group, keeps the plain
         commits up to as_of of its share of the keys (history_task), writes the offset_commits rows of the
         keys that are not `whole` among `keys` (jobs.history.offset_keys) as files under `out`
-        (jobs.task_history), and yields the plain commits of the `whole` ones (jobs.partial_reduce.COMMIT_FIELDS).
+        (jobs.task_history; `recent`: see write_history), and yields the plain commits of the `whole` ones
+        (jobs.partial_reduce.COMMIT_FIELDS).
         Lazy: the files are written when the frame is computed, which must be once."""
         import pyarrow as pa
 
@@ -145,7 +147,7 @@ class DumpTasks:
         target, schema = str(out), arrow_schema("offset_commits")
 
         def run(task: str) -> Iterator[Any]:
-            return history_task(int(task), count, every, columns, as_of_us, shared.value, target, schema)
+            return history_task(int(task), count, every, columns, as_of_us, shared.value, target, schema, recent)
 
         return self._tasks([str(i) for i in range(count)], run, pa.schema(COMMIT_FIELDS))
 
@@ -204,9 +206,10 @@ def read_row_groups(groups: Iterable[tuple[str, Iterable[int]]], columns: list[s
 
 
 def history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str],
-                 as_of_us: int | None, keys: Any, out: str, schema: Any) -> Iterator[Any]:
+                 as_of_us: int | None, keys: Any, out: str, schema: Any, recent: int | None = None) -> Iterator[Any]:
     """Task `index` of `count` of the history's pass (DumpTasks.offset_history): its share of the offset keys;
-    `keys`: the named keys (jobs.task_history.KEY_FIELDS, a pyarrow Table); `schema`: offset_commits' (Arrow).
+    `keys`: the named keys (jobs.task_history.KEY_FIELDS, a pyarrow Table); `schema`: offset_commits' (Arrow);
+    `recent`: jobs.task_history.write_history's.
 
     A key's share is its coordinator partition plus its last byte (the low byte of its topic partition), modulo
     `count`: every record of a key in one task (both key types end alike), and spread even when a dump has few
@@ -229,5 +232,5 @@ def history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[in
         return
     finished, whole = split_keys(pa.concat_tables(commits), keys, schema)
     del commits  # the batches read: the rows are written from copies
-    write_history(finished, Path(out), f"part-history-{index:05d}")
+    write_history(finished, Path(out), f"part-history-{index:05d}", recent)
     yield whole

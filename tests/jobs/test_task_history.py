@@ -90,6 +90,21 @@ def test_rows_are_written_in_date_folders_as_spark_partitions_them(tmp_path):
     assert sorted(read.column("record_offset").to_pylist()) == [1, 2, 3]
 
 
+def test_the_rows_group_status_reads_are_in_files_of_their_own(tmp_path):
+    """Each key's last `recent` records (later_records below it) apart: a reader filtering on later_records skips
+    the other files by their statistics."""
+    commits = _commits([(0, _key("a"), offset, 0, offset) for offset in range(1, 6)] + [(0, _key("b"), 9, 0, 9)])
+    finished, _ = split_keys(commits, _keys([(0, "a", False), (0, "b", False)]), SCHEMA)
+    write_history(finished, tmp_path, "part-history-00000", recent=2)
+    by_file = {p.name: pads.dataset(p, format="parquet").to_table() for p in tmp_path.rglob("*.parquet")}
+    recent = [t for name, t in by_file.items() if name.startswith("part-history-00000-recent-")]
+    older = [t for name, t in by_file.items() if not name.startswith("part-history-00000-recent-")]
+    assert sorted(o for t in recent for o in t.column("record_offset").to_pylist()) == [4, 5, 9]
+    assert sorted(o for t in older for o in t.column("record_offset").to_pylist()) == [1, 2, 3]
+    assert all(max(t.column("later_records").to_pylist()) < 2 for t in recent)
+    assert all(min(t.column("later_records").to_pylist()) >= 2 for t in older)
+
+
 def test_a_task_whose_keys_are_all_whole_writes_nothing():
     finished, rest = split_keys(_commits([(0, _key("w"), 1, 0, 1), (0, _key("w"), 2, 0, 2)]), _keys([(0, "w", True)]),
                                 SCHEMA)
