@@ -45,14 +45,14 @@ def archive_flags(settings: Mapping[str, str], folder: Path | None = None) -> li
     one; none when switched off or when the cache folder cannot be written."""
     if not enabled():
         return []
-    final = archive_path(settings, folder)
     try:
+        final = archive_path(settings, folder)
         final.parent.mkdir(parents=True, exist_ok=True)
         if _adopt(final):
             return [f"-XX:SharedArchiveFile={final}"]
         part = final.with_name(f"{final.stem}.{uuid.uuid4().hex}.part")
         part.touch()  # dated now: see _adopt
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: no home folder to hold the cache
         return []
     return [f"-XX:ArchiveClassesAtExit={part}"]
 
