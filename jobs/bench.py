@@ -107,9 +107,11 @@ def _with_jvm_archive(command: list[str]) -> Path | None:
     from jobs.config import defaults
     from jobs.jvm_archive import enabled, wait_for_archive
 
+    if not enabled():
+        return None
     settings = defaults()["spark"]
     archive = wait_for_archive(settings, 0)
-    if archive is None and enabled():
+    if archive is None:
         log.info("recording the JVM's class archive (once per machine): an untimed rebuild")
         _timed(command)
         archive = wait_for_archive(settings, ARCHIVE_WAIT_SECONDS)

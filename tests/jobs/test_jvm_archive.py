@@ -78,3 +78,24 @@ def test_this_jdk_writes_an_archive_the_module_recognises_and_starts_from_it(tmp
     done = subprocess.run([java, *use, "-Xshare:on", "-Xlog:cds=info", "-version"], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_bench_records_the_archive_untimed_when_there_is_none(tmp_path, monkeypatch):
+    from jobs import bench
+    from jobs.config import defaults
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    settings = defaults()["spark"]
+    ran = []
+
+    def timed(command):  # what the rebuild's JVM does: it records, and writes the part as it exits
+        ran.append(command)
+        _flag_path(archive_flags(settings), "-XX:ArchiveClassesAtExit").write_bytes(MAGIC + b"classes")
+        return 1.0, ""
+
+    monkeypatch.setattr(bench, "_timed", timed)
+    archive = bench._with_jvm_archive(["rebuild"])
+    assert ran == [["rebuild"]] and archive == archive_path(settings) and archive.parent == tmp_path / "offsetlake"
+    assert bench._with_jvm_archive(["rebuild"]) == archive and len(ran) == 1  # there: nothing more is run
+    monkeypatch.setenv(SWITCH, "off")
+    assert bench._with_jvm_archive(["rebuild"]) is None and len(ran) == 1
