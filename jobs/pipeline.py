@@ -304,7 +304,7 @@ def _history_tasks(tasks: DumpTasks, as_of: datetime, sink: TableSink, status_wi
 
 def _orphan_groups(sink: TableSink) -> list[str]:
     """Group ids shown as simple groups because a type-2 tombstone left their offsets behind."""
-    staged = pads.dataset(sink.staging / "consumer_groups", format="parquet")
+    staged = pads.dataset(sink.staged("consumer_groups"), format="parquet")
     ids = staged.to_table(columns=["group_id"], filter=pc.field("is_orphan")).column("group_id").to_pylist()
     return sorted(ids)
 
@@ -332,7 +332,7 @@ def _replay_violations(sink: TableSink, most: int = 1000) -> list[dict[str, Any]
 
 def _segment_damage(sink: TableSink, most: int = 100) -> list[dict[str, Any]]:
     """The first damaged segments and ignored files (all of them are in the segment_errors table)."""
-    staged = pads.dataset(sink.staging / "segment_errors", format="parquet")
+    staged = pads.dataset(sink.staged("segment_errors"), format="parquet")
     rows = staged.head(most, columns=["file", "position", "action", "reason"]).to_pylist()
     if len(rows) == most:
         log.warning("segment_errors has more rows than the summary lists (%d); see the table", most)
@@ -341,9 +341,9 @@ def _segment_damage(sink: TableSink, most: int = 100) -> list[dict[str, Any]]:
 
 def _unresolved_topic_ids(sink: TableSink) -> int:
     """Assigned partitions (current and target) whose topic id no mapping could name."""
-    members = pads.dataset(sink.staging / "group_members", format="parquet").to_table(columns=["assigned_partitions"])
+    members = pads.dataset(sink.staged("group_members"), format="parquet").to_table(columns=["assigned_partitions"])
     current = pc.list_flatten(members.column("assigned_partitions"))
-    targets = pads.dataset(sink.staging / "group_target_assignments", format="parquet").to_table(columns=["topic", "topic_id"])
+    targets = pads.dataset(sink.staged("group_target_assignments"), format="parquet").to_table(columns=["topic", "topic_id"])
     unnamed = 0
     for topic, topic_id in ((pc.struct_field(current, "topic"), pc.struct_field(current, "topic_id")),
                             (targets.column("topic"), targets.column("topic_id"))):

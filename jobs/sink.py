@@ -87,7 +87,7 @@ class TableSink:
         area and are never committed."""
         if name in TABLES:  # a table that other tables read: staged once, and read back from there
             self.stage(name, df)
-            return self.spark.read.schema(spark_schema(name)).parquet(str(self.staging / name))
+            return self.spark.read.schema(spark_schema(name)).parquet(str(self.staged(name)))
         path = self.pinned(name)
         self.spark.sparkContext.setJobDescription(f"offsetlake: state {name}")
         df.write.parquet(str(path))
@@ -146,7 +146,7 @@ class TableSink:
         from deltalake import DeltaTable, Schema
         from deltalake.transaction import CommitProperties, create_table_with_add_actions
 
-        staged = self.staging / table
+        staged = self.staged(table)
         actions = (_add_action(staged, f, values, target) for f, values in data_files(staged))
         adds = [a for a in actions if a is not None]
         schema = Schema.from_arrow(arrow_schema(table))
@@ -162,11 +162,11 @@ class TableSink:
     def _staged_batches(self, table: str) -> pa.RecordBatchReader:
         """The staged table, batch by batch with its contract's Arrow types (the driver never holds it whole)."""
         schema = arrow_schema(table)
-        dataset = pads.dataset(self.staging / table, format="parquet")
+        dataset = pads.dataset(self.staged(table), format="parquet")
         return pa.RecordBatchReader.from_batches(schema, (batch.cast(schema) for batch in dataset.to_batches()))
 
     def _commit_spark(self, table: str, target: Path, run_id: str) -> None:
-        staged = self.spark.read.schema(spark_schema(table)).parquet(str(self.staging / table))
+        staged = self.spark.read.schema(spark_schema(table)).parquet(str(self.staged(table)))
         staged.write.format("delta").partitionBy(*partition_columns(table)).mode("overwrite") \
             .option("overwriteSchema", "true") \
             .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
@@ -183,7 +183,7 @@ class TableSink:
                         commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
 
     def _snapshot_spark(self, table: str, target: Path, run_id: str, as_of: datetime) -> None:
-        staged = self.spark.read.parquet(str(self.staging / table))
+        staged = self.spark.read.parquet(str(self.staged(table)))
         staged.write.format("delta").mode("overwrite").partitionBy(SNAPSHOT_PARTITION) \
             .option("replaceWhere", as_of_predicate(as_of, "spark")).option("mergeSchema", "true") \
             .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
