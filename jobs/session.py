@@ -106,20 +106,28 @@ def is_small(input_bytes: int | None) -> bool:
     return input_bytes is not None and input_bytes < SMALL_INPUT_BYTES
 
 
+# Below this many input bytes (about 2.5M offset commits in a dump) a JVM offsetlake starts compiles with the
+# quick compiler only (`compile_settings`).
+QUICK_COMPILER_BYTES = 32 << 20
+
+
 def compile_settings(input_bytes: int | None) -> tuple[list[str], dict[str, str]]:
     """(JVM flags, Spark settings): how a JVM this process starts compiles Java, by the size of the input
     (None: unknown, as a large one).
 
-    HotSpot compiles hot methods twice, quickly (C1) and then well (C2). For a small input, C1 only: C2's
-    compiler thread takes a core for seconds that a small rebuild never earns back on two cores (measured:
-    a 295-record rebuild in 18.6 s instead of 22.1 s; at 1M records C2 wins by 6%). For any other input, the
-    JVM also compiles methods over 8000 bytes of bytecode, which it otherwise leaves interpreted; so Spark's
-    whole-stage methods may keep their default size (conf/offsetlake.toml lowers hugeMethodLimit for JVMs
-    offsetlake does not start). Measured on 20M records: 154 s instead of 171 s.
+    HotSpot compiles hot methods twice, quickly (C1) and then well (C2). Most of a rebuild's JVM work below a
+    few million records is Spark's own code (planning, Janino, scheduling) warming up, and C2's compiler
+    thread spends seconds on it, a core that a two-core machine lacks: below QUICK_COMPILER_BYTES, C1 only
+    (farm-bench, whole processes: 1M records without history 0.78x; 295 records: 18.6 s instead of 22.1 s).
+    Above it the rows win C2 back (5M records with history: C1 only is 1.04x slower; 20M: 1.09x). Every input
+    that is not small (`is_small`) also compiles methods over 8000 bytes of bytecode, which the JVM otherwise
+    leaves interpreted, so Spark's whole-stage methods may keep their default size (conf/offsetlake.toml lowers
+    hugeMethodLimit for JVMs offsetlake does not start). Measured on 20M records: 154 s instead of 171 s.
     """
+    quick = ["-XX:TieredStopAtLevel=1"] if input_bytes is not None and input_bytes < QUICK_COMPILER_BYTES else []
     if is_small(input_bytes):
-        return ["-XX:TieredStopAtLevel=1"], {}
-    return ["-XX:-DontCompileHugeMethods"], {"spark.sql.codegen.hugeMethodLimit": "65535"}
+        return quick, {}
+    return ["-XX:-DontCompileHugeMethods", *quick], {"spark.sql.codegen.hugeMethodLimit": "65535"}
 
 
 @contextmanager
