@@ -118,7 +118,7 @@ def compile_settings(input_bytes: int | None) -> tuple[list[str], dict[str, str]
     HotSpot compiles hot methods twice, quickly (C1) and then well (C2). Most of a rebuild's JVM work below a
     few million records is Spark's own code (planning, Janino, scheduling) warming up, and C2's compiler
     thread spends seconds on it, a core that a two-core machine lacks: below QUICK_COMPILER_BYTES, C1 only
-    (farm-bench, whole processes: 1M records without history 0.78x; 295 records: 18.6 s instead of 22.1 s).
+    (whole processes, 1M records without history: 22 s instead of 28 s; 295 records: 18.6 s instead of 22.1 s).
     Above it the rows win C2 back (5M records with history: C1 only is 1.04x slower; 20M: 1.09x). Every input
     that is not small (`is_small`) also compiles methods over 8000 bytes of bytecode, which the JVM otherwise
     leaves interpreted, so Spark's whole-stage methods may keep their default size (conf/offsetlake.toml lowers
