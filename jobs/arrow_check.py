@@ -16,7 +16,7 @@ gives the proven rows' fields (the history of offset commits reads them: jobs.pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -96,16 +96,19 @@ def proven(values: pa.Array, layout: Layout) -> np.ndarray:
     return read(values, layout, ()).ok
 
 
-def read(values: pa.Array, layout: Layout, fields: Sequence[str]) -> BulkRead:
-    """`proven`, and the named untagged fields of the proven rows (ints as int64, strings as strings)."""
+def read(values: pa.Array, layout: Layout, fields: Sequence[str], heads: Mapping[int, int] | None = None) -> BulkRead:
+    """`proven`, and the named untagged fields of the proven rows (ints as int64, strings as strings).
+
+    `heads`: which first two bytes are read as which version of `layout` (default: each of its versions as
+    itself, as a value's are). A key's first two bytes are its record type: {type: the key layout's version}."""
     buf, valid = _Bytes.of(values)
     rows = len(buf.length)
     ok = np.zeros(rows, dtype=bool)
     at = {name: np.full(rows, -1, np.int64) for name in fields}  # where each field starts (-1: absent)
     size = {name: np.zeros(rows, np.int64) for name in fields}  # strings: their length
     head = np.where(valid & (buf.length >= 2), buf.int16(np.zeros(rows, np.int64)), -1)
-    for version in layout.versions:
-        which = np.nonzero(head == version)[0]
+    for first, version in ({v: v for v in layout.versions} if heads is None else heads).items():
+        which = np.nonzero(head == first)[0]
         if len(which):
             ok[which], positions, lengths = _reads(buf.rows(which), plan_for(layout, version))
             for name in fields:

@@ -1,8 +1,9 @@
 """Bytes -> columns: the only place Python touches records, through vectorised Arrow UDFs.
 
 Each UDF has a plain per-record function beside it (usable and tested without Spark):
-* `check_record` runs on every record: it validates key and value and extracts what the native steps
-  need (record type, group id) and the error that sends a record to quarantine;
+* `check_record` (jobs.record_check) runs on every record native code cannot prove: it validates key and
+  value and extracts what the native steps need (record type, group id) and the error that sends a record
+  to quarantine;
 * `offset_commit_columns` and `group_metadata_columns` run only on the winners of a last-write-wins
   reduction, so the bulk of the log is never decoded into rich values.
 """
@@ -18,6 +19,7 @@ from pyspark.sql.functions import arrow_udf
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType
 
+from jobs.record_check import verdicts
 from jobs.types import parse_columns
 
 from offsets_codec import REGISTRY, DecodeError, decode_key, decode_value
@@ -60,46 +62,6 @@ MODERN_DDL = (
 
 
 # --- per-record functions (plain Python) -------------------------------------------------------
-
-
-def group_id_of(key_data: dict[str, Any]) -> str | None:
-    """Every key starts with its group id: `group` for types 0-2, `GroupId` for the KIP-848 family."""
-    return key_data.get("group", key_data.get("GroupId"))
-
-
-# An offsets topic rewrites the same few keys (one per group, topic and partition) over and over, so a
-# worker remembers what each key decoded to. Bounded: cleared when full.
-_KEY_CACHE: dict[bytes, tuple[int, str | None, str | None]] = {}
-_KEY_CACHE_SIZE = 100_000
-
-
-def check_record(key: bytes | None, value: bytes | None) -> tuple[int | None, str | None, str | None]:
-    """(record type, group id, error): error is None when key and value both decode."""
-    checked_key = _KEY_CACHE.get(key) if key is not None else None
-    if checked_key is None:
-        checked_key = _check_key(key)
-        if key is not None:
-            if len(_KEY_CACHE) >= _KEY_CACHE_SIZE:
-                _KEY_CACHE.clear()
-            _KEY_CACHE[key] = checked_key
-    record_type, group_id, error = checked_key
-    if error is not None or value is None:
-        return checked_key
-    try:
-        decode_value(record_type, value)
-    except DecodeError as e:
-        hint = REGISTRY[record_type].early_access
-        return record_type, None, f"{e} (possibly an early-access record: {hint})" if hint else str(e)
-    return checked_key
-
-
-def _check_key(key: bytes | None) -> tuple[int | None, str | None, str | None]:
-    record_type = _INT16.unpack_from(key)[0] if key is not None and len(key) >= 2 else None
-    try:
-        decoded = decode_key(key)
-    except DecodeError as e:
-        return record_type, None, str(e)
-    return decoded.record_type, group_id_of(decoded.data), None
 
 
 def offset_commit_columns(key: bytes, value: bytes) -> dict[str, Any]:
@@ -324,16 +286,8 @@ def _rows_to_struct(rows: Iterable[dict[str, Any] | None], arrow_type: pa.DataTy
 def _check_udf(keys: pa.Array, values: pa.Array, needed: pa.Array) -> pa.Array:
     # Rows the native reader already proved arrive as nulls and stay null: only the others are decoded.
     wanted = pc.fill_null(needed, False)
-    rows = pc.indices_nonzero(wanted)
-    types: list = [None] * len(keys)
-    groups: list = [None] * len(keys)
-    errors: list = [None] * len(keys)
-    for i, key, value in zip(rows.to_pylist(), keys.take(rows).to_pylist(), values.take(rows).to_pylist()):
-        types[i], groups[i], errors[i] = check_record(key, value)
-    return pa.StructArray.from_arrays(
-        [pa.array(types, pa.int16()), pa.array(groups, pa.string()), pa.array(errors, pa.string())],
-        fields=list(_CHECK_ARROW), mask=pc.invert(wanted),
-    )
+    return pa.StructArray.from_arrays(verdicts(keys, values, pc.indices_nonzero(wanted)), fields=list(_CHECK_ARROW),
+                                      mask=pc.invert(wanted))
 
 
 def _decode_udf(fn: Callable[..., dict[str, Any]], arrow_type: pa.DataType, spark_type: DataType,

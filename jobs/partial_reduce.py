@@ -2,8 +2,9 @@
 
 A task that reads its share of the log as Arrow batches (a local Parquet dump: jobs.sources.reduced_dump) folds
 it before Spark sees a row: per coordinator partition and key, only the newest reducible plain commit is kept,
-with how many records it stands for; every other record passes whole. Spark then finishes the reduction across
-tasks (jobs.reduce.combine_partials). What "plain" and "reducible" mean is jobs.reduce's rule; here it is read
+with how many records it stands for; every other record passes whole. The task then checks what it keeps, as
+jobs.records.check would (`checked`: Arrow where it proves the record, the Python codec elsewhere), and Spark
+finishes the reduction across tasks (jobs.reduce.combine_partials). What "plain" and "reducible" mean is jobs.reduce's rule; here it is read
 with Arrow kernels and jobs.arrow_check, which proves no more than the codec accepts, so a record that is
 folded away is one the check would have passed. `plain_commits` gives the history (jobs.history) exactly the
 records the reduction folds, decoded (jobs.task_history); every other offset record reaches it through the
@@ -20,17 +21,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.arrow_check import proven, read
+from jobs.record_check import verdicts
 from offsets_codec import REGISTRY
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 _VALUE_LAYOUT = REGISTRY[OFFSET_COMMIT_TYPES[0]].value
+_KEY_LAYOUT = REGISTRY[OFFSET_COMMIT_TYPES[0]].key
+# Both offset-commit key types are read as the key layout's one version (their first two bytes are the type).
+_KEY_HEADS = {t: _KEY_LAYOUT.valid.lowest for t in OFFSET_COMMIT_TYPES}
 # The first two bytes of an offset-commit key: its type.
 OFFSET_KEY_PREFIXES = tuple(t.to_bytes(2, "big", signed=True) for t in OFFSET_COMMIT_TYPES)
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 # What a task adds to each record (jobs.reduce.reduce_log's columns).
 PARTIAL_FIELDS = (("records", pa.int64()), ("newest_timestamp", TIMESTAMP), ("after_as_of", pa.bool_()),
                   ("reduced", pa.bool_()))
+# The check's columns (jobs.records.CHECK_COLUMNS), as a task gives them.
+CHECK_FIELDS = (("record_type", pa.int16()), ("group_id", pa.string()), ("error", pa.string()))
 GROUP = ["partition", "key", "after_as_of"]
 # Reducible rows held before they are folded: bounds a task's memory by the number of keys, not the log.
 FOLD_ROWS = 1 << 20
@@ -95,9 +102,34 @@ def _fold(tables: list[pa.Table]) -> pa.Table:
     return winners.select(rows.column_names)
 
 
+def checked(batch: pa.Table) -> pa.Table:
+    """`batch` plus CHECK_FIELDS, as jobs.records.check gives them: an offset commit whose key and value (or
+    tombstone) jobs.arrow_check proves is read here; every other record by the Python codec (jobs.record_check),
+    except control records, whose columns stay null (Spark reads a marker's key: jobs.records.control_error)."""
+    keys, values = batch.column("key").combine_chunks(), batch.column("value").combine_chunks()
+    key = read(keys, _KEY_LAYOUT, ("group",), heads=_KEY_HEADS)
+    control = _column(batch, "is_control")
+    control = (np.zeros(batch.num_rows, bool) if control is None
+               else np.asarray(pc.fill_null(control, False).to_numpy(zero_copy_only=False), dtype=bool))
+    native = key.ok & (_is_null(values) | proven(values, _VALUE_LAYOUT)) & ~control
+    head = pc.binary_slice(keys, 0, 2)
+    types = np.zeros(batch.num_rows, np.int16)
+    for record_type, prefix in zip(OFFSET_COMMIT_TYPES, OFFSET_KEY_PREFIXES):  # a proven key's type
+        types[np.asarray(pc.fill_null(pc.equal(head, pa.scalar(prefix, pa.binary())), False))] = record_type
+    columns = [pa.array(types, mask=~native), pc.if_else(pa.array(native), key.fields["group"], None),
+               pa.nulls(batch.num_rows, pa.string())]
+    rest = np.flatnonzero(~native & ~control)
+    if len(rest):  # the codec's verdicts, null where native code gave them
+        columns = [pc.coalesce(ours, theirs) for ours, theirs in zip(columns, verdicts(keys, values, pa.array(rest)))]
+    for (name, _), column in zip(CHECK_FIELDS, columns):
+        batch = batch.append_column(name, column)
+    return batch
+
+
 def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterator[pa.Table]:
-    """`batches` (contract columns, timestamp as TIMESTAMP) with PARTIAL_FIELDS, reduced: every record that is
-    not reducible, as it is; of the reducible ones, the newest per (partition, key, after_as_of)."""
+    """`batches` (contract columns, timestamp as TIMESTAMP) with PARTIAL_FIELDS and CHECK_FIELDS, reduced: every
+    record that is not reducible, as it is; of the reducible ones, the newest per (partition, key, after_as_of).
+    Each row is checked (`checked`) after the reduction: the rows folded away never are (jobs.reduce)."""
     folding: list[pa.Table] = []
     held = 0
     for batch in batches:
@@ -105,7 +137,7 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterato
         rows = reducible(batch)
         mask = pa.array(rows)
         if not rows.all():
-            yield _with_partial(batch, late, False).filter(pc.invert(mask))
+            yield checked(_with_partial(batch, late, False).filter(pc.invert(mask)))
         if rows.any():
             folding.append(_with_partial(batch, late, True).filter(mask))
             held += folding[-1].num_rows
@@ -113,7 +145,7 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterato
                 folding = [_fold(folding)]
                 held = folding[0].num_rows
     if folding:
-        yield _fold(folding)
+        yield checked(_fold(folding))
 
 
 # jobs.history's plain commits: (column, type) in its order (history.APPLIED, then `proven`).

@@ -17,6 +17,7 @@ from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 RECORD_COLUMNS = ["coordinator_partition", "record_offset", "record_timestamp", "key", "value", "producer_id",
                   "producer_epoch", "is_control", "transaction_marker"]
 CHECK_COLUMNS = ["record_type", "group_id", "error"]
+MALFORMED_CONTROL_KEY = "control record with a malformed key (expected int16 version >= 0, int16 type)"
 
 
 def log_records(raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
@@ -75,8 +76,11 @@ def check(records: DataFrame) -> DataFrame:
         F.when(proven, native.signed(F.col("key"), 0, 2)).when(~control, F.col("check.record_type"))
         .cast("smallint").alias("record_type"),
         F.when(proven, F.col("native_group_id")).when(~control, F.col("check.group_id")).alias("group_id"),
-        F.when(proven, F.lit(None)).when(~control, F.col("check.error")).when(
-            F.col("transaction_marker").isNull(),
-            F.lit("control record with a malformed key (expected int16 version >= 0, int16 type)"),
-        ).cast("string").alias("error"),
+        F.when(proven, F.lit(None)).when(~control, F.col("check.error")).otherwise(control_error()).cast("string")
+        .alias("error"),
     )
+
+
+def control_error() -> Column:
+    """A control record's error: none for a transaction marker, else its key is malformed."""
+    return F.when(F.col("transaction_marker").isNull(), F.lit(MALFORMED_CONTROL_KEY))

@@ -7,6 +7,9 @@ commits and markers, anything the native reader cannot prove, records after as_o
 fixed-width results travel through the shuffle; the rows it picked are then fetched whole by their position,
 and checked (natively, or by the Python codec for what native code cannot prove).
 
+When a source's tasks read the log (jobs.partial_reduce), they reduce and check it themselves, and only their
+results are combined here.
+
 The result, the reduced log, holds every record the replay can need, and every record the quarantine must
 keep, with `records`: how many log records each row stands for. It grows with the number of keys, not with
 the log.
@@ -20,7 +23,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import native
-from jobs.records import NO_PRODUCER, check, log_records
+from jobs.records import CHECK_COLUMNS, NO_PRODUCER, check, control_error, log_records
 
 Pin = Callable[[str, DataFrame], DataFrame]
 POSITION = ["coordinator_partition", "record_offset"]
@@ -60,8 +63,8 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
     `partial(as_of)`: the log as its source's tasks reduced it (jobs.sources.reduced_dump), when the source can;
     then the log is read once, by those tasks, and only their results are combined here.
     """
-    if partial is not None:
-        return pin("reduced_log", check(combine_partials(pin("partial_log", partial(as_of)))))
+    if partial is not None:  # the tasks checked their rows too
+        return pin("reduced_log", combine_partials(pin("partial_log", partial(as_of))))
     late = after(as_of)
     plain = is_plain_offset_record()
     # Only plain records are aggregated. Every other record (transactional commits and markers: their fate is
@@ -90,8 +93,10 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
 
 def combine_partials(partial: DataFrame) -> DataFrame:
     """The reduction finished across tasks: each task kept its newest reducible commit per (coordinator
-    partition, key, after_as_of), and here the newest of those wins, standing for all their records."""
-    rows = log_records(partial, keep=("records", "newest_timestamp", "after_as_of", "reduced"))
+    partition, key, after_as_of), and here the newest of those wins, standing for all their records. The tasks
+    checked every row but a control record's key (jobs.partial_reduce.checked): that error is added here."""
+    rows = log_records(partial, keep=("records", "newest_timestamp", "after_as_of", "reduced", *CHECK_COLUMNS))
+    rows = rows.withColumn("error", F.when(F.col("is_control"), control_error()).otherwise(F.col("error")))
     folded = rows.where("reduced")
     newest = folded.groupBy("coordinator_partition", "key", "after_as_of").agg(
         F.max("record_offset").alias("record_offset"), F.sum("records").alias("records"),

@@ -112,7 +112,8 @@ class DumpTasks:
     plan: DumpPlan
 
     def reduced(self, as_of: datetime | None) -> DataFrame:
-        """plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS, reduced per task (jobs.reduce.combine_partials)."""
+        """plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS and CHECK_FIELDS, reduced and checked per task
+        (jobs.reduce.combine_partials)."""
         tasks = [json.dumps(task) for task in self.plan.tasks]
         columns = list(self.plan.columns)
         as_of_us = _micros(as_of)
@@ -173,12 +174,13 @@ def _micros(moment: datetime | None) -> int | None:
 
 
 def _arrow_schema(columns: list[str]) -> Any:
-    """What a reducing task yields: the dump's columns, typed as a source task yields them, and PARTIAL_FIELDS."""
+    """What a reducing task yields: the dump's columns, typed as a source task yields them, then PARTIAL_FIELDS and
+    CHECK_FIELDS."""
     import pyarrow as pa
 
-    from jobs.partial_reduce import PARTIAL_FIELDS
+    from jobs.partial_reduce import CHECK_FIELDS, PARTIAL_FIELDS
 
-    return pa.schema([(name, _TYPES[name]) for name in columns] + list(PARTIAL_FIELDS))
+    return pa.schema([(name, _TYPES[name]) for name in columns] + list(PARTIAL_FIELDS) + list(CHECK_FIELDS))
 
 
 def read_row_groups(groups: Iterable[tuple[str, Iterable[int]]], columns: list[str]) -> Iterator[Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from offsets_log import T0, member
 
 from jobs import decode
+from jobs.record_check import check_record
 from offsets_codec import encode_key, encode_value
 
 KEY = encode_key(1, {"group": "g", "topic": "t", "partition": 0})
@@ -11,14 +12,14 @@ VALUE = encode_value(1, 3, {"offset": 1, "leaderEpoch": -1, "metadata": "", "com
 
 
 def test_check_record_reports_type_group_and_error():
-    assert decode.check_record(KEY, VALUE) == (1, "g", None)
-    assert decode.check_record(KEY, None) == (1, "g", None)  # a tombstone is a valid record
-    assert decode.check_record(KEY, b"\x00\x09" + VALUE[2:]) == (1, None, "unknown value version 9 for record type 1")
+    assert check_record(KEY, VALUE) == (1, "g", None)
+    assert check_record(KEY, None) == (1, "g", None)  # a tombstone is a valid record
+    assert check_record(KEY, b"\x00\x09" + VALUE[2:]) == (1, None, "unknown value version 9 for record type 1")
     # the key cache must not leak one record's value error into the next record with the same key
-    assert decode.check_record(KEY, VALUE) == (1, "g", None)
-    assert decode.check_record(b"\x00\x2a\x00\x01g", VALUE) == (42, None, "unknown record type 42")
-    assert decode.check_record(b"\x00\x2a\x00\x01g", None) == (42, None, "unknown record type 42")  # cached too
-    assert decode.check_record(None, VALUE)[2] is not None and decode.check_record(b"\x00", None)[0] is None
+    assert check_record(KEY, VALUE) == (1, "g", None)
+    assert check_record(b"\x00\x2a\x00\x01g", VALUE) == (42, None, "unknown record type 42")
+    assert check_record(b"\x00\x2a\x00\x01g", None) == (42, None, "unknown record type 42")  # cached too
+    assert check_record(None, VALUE)[2] is not None and check_record(b"\x00", None)[0] is None
 
 
 def test_offset_commit_columns_apply_kafka_sentinels():

@@ -95,6 +95,32 @@ def test_plain_commits_are_decoded_as_the_native_reader_names_them():
     assert {r["key"] for r in rows} == {a}
 
 
+def test_a_task_checks_each_row_as_the_codec_does():
+    """Proven offset commits (both key types, a tombstone) are read in Arrow; every other record but a control
+    record gets the Python codec's verdict; a control record's columns are left to Spark (null)."""
+    from jobs.partial_reduce import checked
+    from jobs.record_check import check_record
+
+    group = encode_key(2, {"group": "g"})
+    rows = [
+        (encode_key(0, {"group": "old", "topic": "t", "partition": 1}), _commit(1), False),
+        (_key("a"), _commit(2), False),
+        (_key("a"), None, False),  # a tombstone
+        (_key("gr\u00fcn"), _commit(3), False),  # non-ASCII: the codec's
+        (_key("a"), b"\x00\x03broken", False),  # a damaged value
+        (b"\x00\x01\x00", _commit(4), False),  # a damaged key
+        (group, None, False),  # a group tombstone
+        (b"\x00\x2a\x00\x01g", b"x", False),  # an unknown record type
+        (b"\x00\x00\x00\x01", None, True),  # a COMMIT marker
+        (b"\x80", None, True),  # a malformed control key
+    ]
+    log = _log([(key, value, i, i, -1, control) for i, (key, value, control) in enumerate(rows)])
+    got = checked(log).select(["record_type", "group_id", "error"]).to_pylist()
+    want = [check_record(key, value) if not control else (None, None, None) for key, value, control in rows]
+    assert [(r["record_type"], r["group_id"], r["error"]) for r in got] == want
+    assert want[0][:2] == (0, "old") and want[3][1] == "gr\u00fcn" and all(w[2] for w in want[4:6] + want[7:8])
+
+
 @pytest.mark.parametrize("columns", ["with_batch_metadata", "spark_kafka_source"])
 def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_it(spark, tmp_path, columns):
     """The sample (every record type, transactions, two corrupt records) reduced by Spark alone and by the

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 
 from jobs.cli import cli
-from jobs.decode import group_id_of
+from jobs.record_check import group_id_of
 from jobs.sample import write_sample
 from jobs.tables import TABLES
 from offsets_codec import decode_key, decode_value, partition_for
