@@ -64,17 +64,13 @@ class _Bytes:
     def ascii(self, pos: np.ndarray, n: np.ndarray, check: np.ndarray) -> np.ndarray:
         """Where `check` holds (and [pos, pos + n) fits the row): every byte of that range is below 0x80."""
         result = np.ones(len(pos), dtype=bool)
+        if "high" not in self.shared:  # where the buffer's bytes >= 0x80 are, found once: few, or none
+            self.shared["high"] = np.flatnonzero(self.data >= 0x80)
+        high = self.shared["high"]
         rows = np.nonzero(check & (n > 0))[0]
-        if len(rows) > 64:  # prefix counts of bytes >= 0x80 over the whole buffer, built once
-            if "high" not in self.shared:
-                self.shared["high"] = np.concatenate([[0], np.cumsum(self.data >= 0x80, dtype=np.int32)])
-            high = self.shared["high"]
+        if len(high) and len(rows):  # a range holds one when one lies between its ends
             first = self.start[rows] + pos[rows]
-            result[rows] = high[first + n[rows]] == high[first]
-        else:  # commit metadata is almost always empty
-            for i in rows:
-                first = self.start[i] + pos[i]
-                result[i] = not (self.data[first:first + n[i]] >= 0x80).any()
+            result[rows] = np.searchsorted(high, first) == np.searchsorted(high, first + n[rows])
         return result
 
 
