@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 
 from jobs.decode import group_metadata_columns, modern_columns
 from jobs.types import parse_type
-from offsets_codec import REGISTRY
+from offsets_codec import REGISTRY, decode_value
 
 CLASSIC = "classic"
 FAMILIES = ("consumer", "share", "streams")
@@ -133,8 +133,13 @@ class Slot:
         return next((f for (f, v), o in self.identity.items() if v and f != family and o == start), None)
 
 
-def _newest(records: dict[bytes, Record], start: int, role: str) -> list[Record]:
-    return [r for r in records.values() if r.offset > start and ROLE.get(r.record_type) == role]
+def _by_role(records: dict[bytes, Record], start: int) -> dict[str | None, list[Record]]:
+    """The incarnation's records (after `start`) by their role, in the order of `records`."""
+    roles: dict[str | None, list[Record]] = {}
+    for r in records.values():
+        if r.offset > start:
+            roles.setdefault(ROLE.get(r.record_type), []).append(r)
+    return roles
 
 
 def _partitions(rows: list[dict] | None, epoch: int | None = None) -> list[dict]:
@@ -154,22 +159,26 @@ class ModernGroup:
     topic_names: list[dict[str, Any]]
 
 
-def assemble_modern(family: str, records: dict[bytes, Record], start: int) -> ModernGroup:
-    """Spec §7.4-§7.5 on the incarnation's newest records: members, epochs, target assignment, state."""
-    metadata = [r for r in _newest(records, start, "GroupMetadata") if r.is_value]
+def assemble_modern(family: str, records: dict[bytes, Record], start: int, summary: bool = False) -> ModernGroup:
+    """Spec §7.4-§7.5 on the incarnation's newest records: members, epochs, target assignment, state.
+    `summary`: the group and its members without their partitions (a group event's view), and no targets,
+    topology or topic names."""
+    newest = _by_role(records, start)
+
+    metadata = [r for r in newest.get("GroupMetadata", []) if r.is_value]
     meta = metadata[0].modern() if metadata else {}
-    target_meta = _newest(records, start, "TargetAssignmentMetadata")
+    target_meta = newest.get("TargetAssignmentMetadata", [])
     target_epoch = None if not target_meta else (target_meta[0].modern()["assignment_epoch"] if target_meta[0].is_value
                                                  else -1)
-    topology_records = [r for r in _newest(records, start, "Topology") if r.is_value]
+    topology_records = [r for r in newest.get("Topology", []) if r.is_value]
     topology = topology_records[0].modern() if topology_records else None
-    regexes = {r.modern()["regex"]: r.modern()["regex_topics"] or [] for r in _newest(records, start, "RegularExpression")
+    regexes = {r.modern()["regex"]: r.modern()["regex_topics"] or [] for r in newest.get("RegularExpression", [])
                if r.is_value}
     source_topics = sorted({t for s in (topology or {}).get("subtopologies") or [] for t in s["source_topics"] or []})
 
     by_member: dict[str, dict[str, Record]] = {}
     for role, name in (("MemberMetadata", "m5"), ("CurrentAssignment", "m8")):
-        for r in _newest(records, start, role):
+        for r in newest.get(role, []):
             by_member.setdefault(r.modern()["member_id"], {})[name] = r
     members = []
     for member_id, recs in by_member.items():
@@ -196,8 +205,8 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int) -> Mo
             "member_epoch": current["member_epoch"] if epochs_from_m8 else (-1 if left else 0),
             "previous_member_epoch": current["previous_member_epoch"] if epochs_from_m8 else -1,
             "member_state": current["member_state"] if epochs_from_m8 else STABLE_STATE[family],
-            "assigned": _partitions(current.get("assigned")), "pending_revocation": _partitions(
-                current.get("pending_revocation")),
+            "assigned": [] if summary else _partitions(current.get("assigned")),
+            "pending_revocation": [] if summary else _partitions(current.get("pending_revocation")),
             "server_assignor": attrs.get("server_assignor"), "subscribed_topic_regex": regex,
             "is_classic_member": bool(attrs.get("is_classic_member")),
             "subscription_version": None, "member_payload_error": None,
@@ -236,10 +245,12 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int) -> Mo
         "subscribed_topics": sorted(never_expire), "metadata_record_offset": metadata[0].offset if metadata else None,
         "target_assignment_epoch": effective_target, "topology_epoch": topology_epoch,
     }
+    if summary:
+        return ModernGroup(group, members, [], [], [])
     targets = [{"member_id": r.modern()["member_id"], "partitions": _partitions(r.modern()["assigned"], effective_target)}
-               for r in _newest(records, start, "TargetMember") if r.is_value]
+               for r in newest.get("TargetMember", []) if r.is_value]
     topology_rows = [{"topology_epoch": topology_epoch, **s} for s in (topology or {}).get("subtopologies") or []]
-    topic_names = [t for r in _newest(records, start, "TopicNames") if r.is_value for t in r.modern()["topic_names"] or []]
+    topic_names = [t for r in newest.get("TopicNames", []) if r.is_value for t in r.modern()["topic_names"] or []]
     return ModernGroup(group, members, targets, topology_rows, topic_names)
 
 
@@ -260,6 +271,15 @@ def classic_group(record: Record) -> tuple[dict[str, Any], list[dict[str, Any]]]
                               "assignment_epoch": None} for p in m["assigned_partitions"]]}
                for m in g["members"]]
     return group, members
+
+
+def classic_summary(record: Record) -> dict[str, Any]:
+    """What a group event says of a classic group (`classic_group`'s values), without decoding its members'
+    subscriptions and assignments."""
+    d = decode_value(record.record_type, record.value).data
+    members = {m["memberId"] for m in d["members"]}
+    return {"group_type": CLASSIC, "state": "Stable" if members else "Empty", "generation": d["generation"],
+            "protocol": d["protocol"], "leader_id": d["leader"], "members": members}
 
 
 def _tombstone_violation(family: str, records: dict[bytes, Record]) -> str | None:
@@ -314,11 +334,9 @@ class PartitionReplay:
         if family is None:
             return None
         if family == CLASSIC:
-            group, members = classic_group(slot.classic)
-        else:
-            assembled = assemble_modern(family, slot.modern.get(family, {}), start)
-            group, members = assembled.group, assembled.members
-        return {**group, "members": {m["member_id"] for m in members}}
+            return classic_summary(slot.classic)
+        assembled = assemble_modern(family, slot.modern.get(family, {}), start, summary=True)
+        return {**assembled.group, "members": {m["member_id"] for m in assembled.members}}
 
     def _event(self, group_id: str, slot: Slot, record: Record, family_before: str | None) -> None:
         previous = slot.summary

@@ -310,3 +310,53 @@ def test_early_access_share_records_are_quarantined_with_a_reason(spark):
     (q,) = tables["quarantine"].collect()
     assert "Kafka 4.0 early-access share groups wrote an older, incompatible layout" in q.error
     assert tables["consumer_groups"].count() == 0
+
+
+def _events(log: OffsetsLog) -> list[dict]:
+    """The fold's group events over `log` (one coordinator partition), without Spark."""
+    import numpy as np
+    import pyarrow as pa
+
+    from jobs.groups import replay_partition
+    from jobs.record_check import verdicts
+
+    keys = pa.array([r[0] for r in log.rows], pa.binary())
+    values = pa.array([r[1] for r in log.rows], pa.binary())
+    types, group_ids, errors = verdicts(keys, values, pa.array(np.arange(len(keys))))
+    assert errors.null_count == len(errors)
+    table = pa.table({"coordinator_partition": pa.array([r[3] for r in log.rows], pa.int32()),
+                      "record_offset": pa.array([r[4] for r in log.rows], pa.int64()),
+                      "record_timestamp": pa.array([r[5] for r in log.rows], pa.timestamp("ms", tz="UTC")),
+                      "record_type": types, "group_id": group_ids, "key": keys, "value": values})
+    return [{**r["event"], "group_id": r["group_id"]} for r in replay_partition(table).to_pylist() if r["kind"] == "event"]
+
+
+def test_group_events_follow_rebalances_joins_and_leaves():
+    """A classic group's rebalances and its move to Empty; a consumer group's epochs, joins and leaves; each
+    compared with the event before it (jobs.groups, what group_events shows)."""
+    log = OffsetsLog()
+    a, b = member("a", ["orders"], {"orders": [0]}), member("b", ["orders"], {"orders": [1]})
+    log.group("classic", T0, members=[a], generation=1)
+    log.group("classic", T0 + MINUTE, members=[a, b], generation=2)
+    log.group("classic", T0 + 2 * MINUTE, members=[b], generation=3)
+    log.group("classic", T0 + 3 * MINUTE, members=[], generation=4)
+    log.delete_group("classic", T0 + 4 * MINUTE)
+    cg_epoch(log, "cg", 1, T0)
+    cg_member(log, "cg", "m1", T0)
+    cg_member(log, "cg", "m2", T0 + MINUTE)
+    cg_epoch(log, "cg", 2, T0 + MINUTE)
+    log.record("ConsumerGroupMemberMetadata", {"GroupId": "cg", "MemberId": "m1"}, None, T0 + 2 * MINUTE)
+    got = [(e["group_id"], e["event"], e["generation"], e["previous_generation"], e["state"], e["member_count"],
+            e["members_joined"], e["members_left"], e["seconds_since_previous"]) for e in _events(log)]
+    assert got == [
+        ("classic", "rebalanced", 1, None, "Stable", 1, ["a"], [], None),
+        ("classic", "rebalanced", 2, 1, "Stable", 2, ["b"], [], 60.0),
+        ("classic", "rebalanced", 3, 2, "Stable", 1, [], ["a"], 60.0),
+        ("classic", "emptied", 4, 3, "Empty", 0, [], ["b"], 60.0),
+        ("classic", "deleted", None, 4, None, 0, [], [], 60.0),
+        ("cg", "rebalanced", 1, None, "Empty", 0, [], [], None),
+        ("cg", "member_joined", 1, 1, "Assigning", 1, ["m1"], [], 0.0),
+        ("cg", "member_joined", 1, 1, "Assigning", 2, ["m2"], [], 60.0),
+        ("cg", "rebalanced", 2, 1, "Assigning", 2, [], [], 0.0),
+        ("cg", "member_left", 2, 2, "Assigning", 1, [], ["m1"], 60.0),
+    ]
