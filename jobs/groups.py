@@ -164,7 +164,6 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int, summa
     `summary`: the group and its members without their partitions (a group event's view), and no targets,
     topology or topic names."""
     newest = _by_role(records, start)
-
     metadata = [r for r in newest.get("GroupMetadata", []) if r.is_value]
     meta = metadata[0].modern() if metadata else {}
     target_meta = newest.get("TargetAssignmentMetadata", [])

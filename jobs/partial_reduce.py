@@ -4,11 +4,11 @@ A task that reads its share of the log as Arrow batches (a local Parquet dump: j
 it before Spark sees a row: per coordinator partition and key, only the newest reducible plain commit is kept,
 with how many records it stands for; every other record passes whole. The task then checks what it keeps, as
 jobs.records.check would (`checked`: Arrow where it proves the record, the Python codec elsewhere), and Spark
-finishes the reduction across tasks (jobs.reduce.combine_partials). What "plain" and "reducible" mean is jobs.reduce's rule; here it is read
-with Arrow kernels and jobs.arrow_check, which proves no more than the codec accepts, so a record that is
-folded away is one the check would have passed. `plain_commits` gives the history (jobs.history) exactly the
-records the reduction folds, decoded (jobs.task_history); every other offset record reaches it through the
-reduced log.
+finishes the reduction across tasks (jobs.reduce.combine_partials). What "plain" and "reducible" mean is
+jobs.reduce's rule; here it is read with Arrow kernels and jobs.arrow_check, which proves no more than the
+codec accepts, so a record that is folded away is one the check would have passed. `plain_commits` gives the
+history (jobs.history) exactly the records the reduction folds, decoded (jobs.task_history); every other offset
+record reaches it through the reduced log.
 
 No Spark import: the functions take and give pyarrow data, and run in a task's Python worker.
 """

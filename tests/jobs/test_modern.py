@@ -328,7 +328,8 @@ def _events(log: OffsetsLog) -> list[dict]:
                       "record_offset": pa.array([r[4] for r in log.rows], pa.int64()),
                       "record_timestamp": pa.array([r[5] for r in log.rows], pa.timestamp("ms", tz="UTC")),
                       "record_type": types, "group_id": group_ids, "key": keys, "value": values})
-    return [{**r["event"], "group_id": r["group_id"]} for r in replay_partition(table).to_pylist() if r["kind"] == "event"]
+    rows = replay_partition(table).to_pylist()
+    return [{**r["event"], "group_id": r["group_id"]} for r in rows if r["kind"] == "event"]
 
 
 def test_group_events_follow_rebalances_joins_and_leaves():
