@@ -10,6 +10,15 @@ codec accepts, so a record that is folded away is one the check would have passe
 history (jobs.history) exactly the records the reduction folds, decoded (jobs.task_history); every other offset
 record reaches it through the reduced log.
 
+Without the history, a task also folds the transactional commits whose fate it sees (`reduce_batches` with
+`spans`): a transactional commit's fate is its producer's next marker in its coordinator partition (spec §7.2,
+jobs.transactions), and for the state only the newest committed one per key matters (it competes with plain
+commits by its own offset) and no aborted one does. So per key, the newest commit of each fate stands for the
+others; Spark's window then gives that row the same fate, from the same marker, which the reduced log keeps.
+That holds when no other task holds a marker of the coordinator partition between a commit and the marker the
+task found: each task records the span of offsets of its transactional commits and markers per coordinator
+partition, and the caller checks that the tasks' spans are disjoint (jobs.sources.reduced_dump).
+
 No Spark import: the functions take and give pyarrow data, and run in a task's Python worker.
 """
 from __future__ import annotations
@@ -35,41 +44,59 @@ OFFSET_KEY_PREFIXES = tuple(t.to_bytes(2, "big", signed=True) for t in OFFSET_CO
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 # What a task adds to each record (jobs.reduce.reduce_log's columns).
 PARTIAL_FIELDS = (("records", pa.int64()), ("newest_timestamp", TIMESTAMP), ("after_as_of", pa.bool_()),
-                  ("reduced", pa.bool_()))
+                  ("reduced", pa.bool_()), ("fate", pa.string()))
 # The check's columns (jobs.records.CHECK_COLUMNS), as a task gives them.
 CHECK_FIELDS = (("record_type", pa.int16()), ("group_id", pa.string()), ("error", pa.string()))
-GROUP = ["partition", "key", "after_as_of"]
+# A folded row stands for its key's records of one kind: plain (fate null), or transactional of one fate.
+GROUP = ["partition", "key", "after_as_of", "fate"]
 # Reducible rows held before they are folded: bounds a task's memory by the number of keys, not the log.
 FOLD_ROWS = 1 << 20
+# Transactional commits held until the task has seen every marker, at most; beyond it they pass whole.
+TRANSACTIONAL_ROWS = 4 << 20
 
 
 def _column(batch: pa.Table, name: str) -> pa.ChunkedArray | None:
     return batch.column(name) if name in batch.column_names else None
 
 
+def _offset_records(batch: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Per record: (an offset commit or tombstone at a known position, not a control record; written without
+    a producer)."""
+    head = pc.binary_slice(batch.column("key"), 0, 2)
+    rows = _mask(pc.is_in(head, value_set=pa.array(OFFSET_KEY_PREFIXES, pa.binary())))
+    control = _column(batch, "is_control")
+    if control is not None:
+        rows &= ~_mask(control)
+    for position in ("partition", "offset"):
+        rows &= _mask(pc.is_valid(batch.column(position)))
+    producer = _column(batch, "producer_id")
+    no_producer = (np.ones(batch.num_rows, bool) if producer is None
+                   else _mask(pc.equal(pc.fill_null(producer, NO_PRODUCER), NO_PRODUCER)))
+    return rows, no_producer
+
+
 def plain(batch: pa.Table) -> np.ndarray:
     """Per record: a plain offset commit or tombstone (offset-commit key type, not a control record, no producer)
     at a known position."""
-    head = pc.binary_slice(batch.column("key"), 0, 2)
-    mask = pc.fill_null(pc.is_in(head, value_set=pa.array(OFFSET_KEY_PREFIXES, pa.binary())), False)
-    control = _column(batch, "is_control")
-    if control is not None:
-        mask = pc.and_(mask, pc.invert(pc.fill_null(control, False)))
-    producer = _column(batch, "producer_id")
-    if producer is not None:
-        mask = pc.and_(mask, pc.equal(pc.fill_null(producer, NO_PRODUCER), NO_PRODUCER))
-    for position in ("partition", "offset"):
-        mask = pc.and_(mask, pc.is_valid(batch.column(position)))
-    return np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+    rows, no_producer = _offset_records(batch)
+    return rows & no_producer
+
+
+def foldable(batch: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Per record: (reducible: `plain`, and its value is null or proven valid (jobs.arrow_check); transactional:
+    a transactional offset commit whose value is proven valid, which a task may fold once it knows its fate)."""
+    rows, no_producer = _offset_records(batch)
+    if not rows.any():
+        return rows, rows
+    values = batch.column("value")
+    null = _is_null(values)
+    valid = proven(values, _VALUE_LAYOUT)
+    return rows & no_producer & (null | valid), rows & ~no_producer & ~null & valid
 
 
 def reducible(batch: pa.Table) -> np.ndarray:
     """Per record: `plain`, and its value is null or proven valid (jobs.arrow_check)."""
-    rows = plain(batch)
-    if not rows.any():
-        return rows
-    values = batch.column("value")
-    return rows & (_is_null(values) | proven(values, _VALUE_LAYOUT))
+    return foldable(batch)[0]
 
 
 def _is_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -87,7 +114,61 @@ def _with_partial(batch: pa.Table, late: pa.ChunkedArray | pa.Array, reduced: bo
     return (batch.append_column("records", pa.array(np.ones(n, np.int64)))
             .append_column("newest_timestamp", batch.column("timestamp"))
             .append_column("after_as_of", late)
-            .append_column("reduced", pa.array(np.full(n, reduced))))
+            .append_column("reduced", pa.array(np.full(n, reduced)))
+            .append_column("fate", pa.nulls(n, pa.string())))
+
+
+def _mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(column, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def markers(batch: pa.Table) -> pa.Table:
+    """The transaction markers among `batch` that the replay applies (a control record whose key reads COMMIT or
+    ABORT: jobs.records.transaction_marker): partition, offset, producer_id, fate."""
+    control = _column(batch, "is_control")
+    if control is None:
+        return pa.table({"partition": pa.array([], pa.int32()), "offset": pa.array([], pa.int64()),
+                         "producer_id": pa.array([], pa.int64()), "fate": pa.array([], pa.string())})
+    rows = _mask(control) & _mask(pc.is_valid(batch.column("partition"))) & _mask(pc.is_valid(batch.column("offset")))
+    found = batch.filter(pa.array(rows))
+    keys = found.column("key")
+    # Kafka rejects a key shorter than 4 bytes or with a negative version (its top bit set).
+    sound = _mask(pc.and_(pc.greater_equal(pc.binary_length(keys), 4),
+                          pc.less(pc.binary_slice(keys, 0, 1), pa.scalar(b"\x80", pa.binary()))))
+    kind = pc.binary_slice(keys, 2, 4)
+    fate = pc.if_else(pa.array(sound), pc.if_else(pc.equal(kind, pa.scalar(b"\x00\x01", pa.binary())), "COMMIT",
+                      pc.if_else(pc.equal(kind, pa.scalar(b"\x00\x00", pa.binary())), "ABORT", None)), None)
+    producer = pc.fill_null(found.column("producer_id"), NO_PRODUCER) if "producer_id" in found.column_names \
+        else pa.array(np.full(found.num_rows, NO_PRODUCER, np.int64))
+    table = pa.table({"partition": found.column("partition"), "offset": found.column("offset"),
+                      "producer_id": producer, "fate": fate})
+    return table.filter(pc.is_valid(table.column("fate")))
+
+
+def next_marker_fates(commits: pa.Table, found: pa.Table) -> pa.Array:
+    """Per commit of `commits` (partition, offset, producer_id): the fate of its producer's next marker among
+    `found` (`markers`) in its coordinator partition, by offset; null when `found` has none after it."""
+    n = commits.num_rows
+    partition = np.concatenate([commits.column("partition").to_numpy(), found.column("partition").to_numpy()])
+    producer = np.concatenate([commits.column("producer_id").to_numpy(), found.column("producer_id").to_numpy()])
+    offset = np.concatenate([commits.column("offset").to_numpy(), found.column("offset").to_numpy()])
+    is_marker = np.arange(len(offset)) >= n
+    order = np.lexsort((offset, producer, partition))
+    partition, producer, is_marker = partition[order], producer[order], is_marker[order]
+    run = np.concatenate([[0], np.cumsum((np.diff(partition) != 0) | (np.diff(producer) != 0))])
+    # The first marker at or after each position (in sorted order), if it is the same producer's run.
+    position = np.arange(len(order))
+    nearest = np.minimum.accumulate(np.where(is_marker, position, len(order))[::-1])[::-1]
+    found_one = nearest < len(order)
+    same_run = found_one & (run[np.minimum(nearest, len(order) - 1)] == run)
+    fates = np.asarray(found.column("fate").to_numpy(zero_copy_only=False), dtype=object)
+    result = np.full(len(order), None, dtype=object)
+    marker_index = order[nearest[same_run]] - n
+    result[same_run] = fates[marker_index]
+    by_commit = np.full(n, None, dtype=object)
+    commit_rows = ~is_marker
+    by_commit[order[commit_rows]] = result[commit_rows]
+    return pa.array(by_commit, pa.string())
 
 
 def _fold(tables: list[pa.Table]) -> pa.Table:
@@ -126,18 +207,36 @@ def checked(batch: pa.Table) -> pa.Table:
     return batch
 
 
-def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterator[pa.Table]:
+def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None, spans: dict[int, list[int]] | None = None
+                   ) -> Iterator[pa.Table]:
     """`batches` (contract columns, timestamp as TIMESTAMP) with PARTIAL_FIELDS and CHECK_FIELDS, reduced: every
     record that is not reducible, as it is; of the reducible ones, the newest per (partition, key, after_as_of).
-    Each row is checked (`checked`) after the reduction: the rows folded away never are (jobs.reduce)."""
+    Each row is checked (`checked`) after the reduction: the rows folded away never are (jobs.reduce).
+
+    `spans`: given, the transactional commits up to as_of whose producer's next marker this task holds are
+    folded too, the newest per (partition, key, fate) (see the module), and `spans` receives, per coordinator
+    partition, the [lowest, highest] offset of the transactional commits and markers the task read: the fates
+    it found are right when no other task's span overlaps its own."""
     folding: list[pa.Table] = []
     held = 0
+    pending: list[pa.Table] = []  # transactional commits up to as_of, until every marker is seen
+    found: list[pa.Table] = []
+    waiting = 0
     for batch in batches:
         late = _late(batch, as_of_us)
-        rows = reducible(batch)
+        rows, transactional = foldable(batch)
+        whole = ~rows
+        if spans is not None:
+            if waiting <= TRANSACTIONAL_ROWS:
+                held_back = transactional & ~_mask(late)
+                if held_back.any():
+                    pending.append(_with_partial(batch, late, True).filter(pa.array(held_back)))
+                    waiting += pending[-1].num_rows
+                    whole &= ~held_back
+                found.append(markers(batch.filter(pa.array(whole & ~_mask(late)))))
         mask = pa.array(rows)
-        if not rows.all():
-            yield checked(_with_partial(batch, late, False).filter(pc.invert(mask)))
+        if whole.any():
+            yield checked(_with_partial(batch, late, False).filter(pa.array(whole)))
         if rows.any():
             folding.append(_with_partial(batch, late, True).filter(mask))
             held += folding[-1].num_rows
@@ -146,6 +245,40 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterato
                 held = folding[0].num_rows
     if folding:
         yield checked(_fold(folding))
+    if pending:
+        commits, found_markers = pa.concat_tables(pending), pa.concat_tables(found)
+        _widen(spans, commits)
+        _widen(spans, found_markers)
+        yield from _fold_transactional(commits, found_markers, waiting <= TRANSACTIONAL_ROWS)
+
+
+def _fold_transactional(commits: pa.Table, found: pa.Table, fold: bool) -> Iterator[pa.Table]:
+    """The held transactional commits: those whose next marker the task saw, folded per fate; the others whole."""
+    fates = next_marker_fates(commits, found) if fold else pa.nulls(commits.num_rows, pa.string())
+    commits = commits.set_column(commits.column_names.index("fate"), "fate", fates)
+    known = pc.is_valid(fates)
+    if pc.any(known).as_py():
+        yield checked(_fold([commits.filter(known)]))
+    unknown = commits.filter(pc.invert(known))
+    if unknown.num_rows:
+        n = unknown.num_rows
+        yield checked(unknown.set_column(unknown.column_names.index("reduced"), "reduced", pa.array(np.zeros(n, bool))))
+
+
+def _widen(spans: dict[int, list[int]], batch: pa.Table) -> None:
+    """Widen each coordinator partition's [lowest, highest] offset in `spans` by `batch`'s."""
+    known = _mask(pc.and_(pc.is_valid(batch.column("partition")), pc.is_valid(batch.column("offset"))))
+    partition = np.asarray(batch.column("partition").to_numpy(zero_copy_only=False))[known].astype(np.int64)
+    offset = np.asarray(batch.column("offset").to_numpy(zero_copy_only=False))[known].astype(np.int64)
+    if not len(partition):
+        return
+    order = np.argsort(partition, kind="stable")
+    partition, offset = partition[order], offset[order]
+    starts = np.flatnonzero(np.concatenate([[True], partition[1:] != partition[:-1]]))
+    lows, highs = np.minimum.reduceat(offset, starts), np.maximum.reduceat(offset, starts)
+    for p, low, high in zip(partition[starts].tolist(), lows.tolist(), highs.tolist()):
+        span = spans.setdefault(p, [low, high])
+        span[0], span[1] = min(span[0], low), max(span[1], high)
 
 
 # jobs.history's plain commits: (column, type) in its order (history.APPLIED, then `proven`).

@@ -60,11 +60,11 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
 
     `pin(name, df)` materialises a frame that is read more than once (the pipeline writes it to its staging
     area), so the log is scanned exactly twice: once to aggregate, once to fetch the chosen rows.
-    `partial(as_of)`: the log as its source's tasks reduced it (jobs.sources.reduced_dump), when the source can;
-    then the log is read once, by those tasks, and only their results are combined here.
+    `partial(as_of)`: the log as its source's tasks reduced it, pinned (jobs.sources.reduced_dump), when the
+    source can; then the log is read once, by those tasks, and only their results are combined here.
     """
     if partial is not None:  # the tasks checked their rows too
-        return pin("reduced_log", combine_partials(pin("partial_log", partial(as_of))))
+        return pin("reduced_log", combine_partials(partial(as_of)))
     late = after(as_of)
     plain = is_plain_offset_record()
     # Only plain records are aggregated. Every other record (transactional commits and markers: their fate is
@@ -93,17 +93,19 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
 
 def combine_partials(partial: DataFrame) -> DataFrame:
     """The reduction finished across tasks: each task kept its newest reducible commit per (coordinator
-    partition, key, after_as_of), and here the newest of those wins, standing for all their records. The tasks
-    checked every row but a control record's key (jobs.partial_reduce.checked): that error is added here."""
-    rows = log_records(partial, keep=("records", "newest_timestamp", "after_as_of", "reduced", *CHECK_COLUMNS))
+    partition, key, after_as_of), and, without the history, its newest transactional commit per key and fate
+    (jobs.partial_reduce); here the newest of those wins, standing for all their records. The tasks checked
+    every row but a control record's key (jobs.partial_reduce.checked): that error is added here."""
+    rows = log_records(partial, keep=("records", "newest_timestamp", "after_as_of", "reduced", "fate",
+                                      *CHECK_COLUMNS))
     rows = rows.withColumn("error", F.when(F.col("is_control"), control_error()).otherwise(F.col("error")))
     folded = rows.where("reduced")
-    newest = folded.groupBy("coordinator_partition", "key", "after_as_of").agg(
+    newest = folded.groupBy("coordinator_partition", "key", "after_as_of", "fate").agg(
         F.max("record_offset").alias("record_offset"), F.sum("records").alias("records"),
         F.max("newest_timestamp").alias("newest_timestamp"))
     winners = folded.drop("records", "newest_timestamp").join(
-        newest.drop("key", "after_as_of"), POSITION).select(rows.columns)
-    return rows.where(~F.col("reduced")).unionByName(winners)
+        newest.drop("key", "after_as_of", "fate"), POSITION).select(rows.columns)
+    return rows.where(~F.col("reduced")).unionByName(winners).drop("fate")
 
 
 def scattered_bad_keys(reduced_log: DataFrame, records: DataFrame) -> DataFrame:

@@ -16,11 +16,12 @@ alone, with the same result (jobs.reduce; tests/jobs/test_partial_reduce.py comp
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from jobs.errors import BadInput
 from jobs.hive import data_files
@@ -43,6 +44,7 @@ HISTORY_TASK_RECORDS = 10_000_000
 COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
 _TYPES = dict(RAW_FIELDS + BATCH_FIELDS)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+log = logging.getLogger("offsetlake")
 
 
 @dataclass(frozen=True)
@@ -111,17 +113,36 @@ class DumpTasks:
     spark: SparkSession
     plan: DumpPlan
 
-    def reduced(self, as_of: datetime | None) -> DataFrame:
+    def reduced_log(self, as_of: datetime | None, pin: Callable[[str, DataFrame], DataFrame],
+                    spans: Path | None = None) -> DataFrame:
+        """The dump reduced by its tasks (`reduced`), pinned with `pin`. `spans`: a folder: the tasks fold
+        transactional commits too, which holds when their spans are disjoint (`spans_disjoint`); when they are
+        not, the dump is reduced again without."""
+        partial = pin("partial_log", self.reduced(as_of, spans))
+        if spans is None or spans_disjoint(spans):
+            return partial
+        log.warning("a coordinator partition's records are spread over several tasks' row groups: the dump is "
+                    "reduced again, its transactional commits resolved by Spark")
+        return pin("partial_log_unfolded", self.reduced(as_of))
+
+    def reduced(self, as_of: datetime | None, spans: Path | None = None) -> DataFrame:
         """plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS and CHECK_FIELDS, reduced and checked per task
-        (jobs.reduce.combine_partials)."""
-        tasks = [json.dumps(task) for task in self.plan.tasks]
+        (jobs.reduce.combine_partials). `spans`: a folder: each task also folds the transactional commits whose
+        fate it sees, and writes there the span of offsets it read per coordinator partition (JSON)."""
+        tasks = [json.dumps([index, task]) for index, task in enumerate(self.plan.tasks)]
         columns = list(self.plan.columns)
         as_of_us = _micros(as_of)
+        folder = None if spans is None else str(spans)
 
         def run(task: str) -> Iterator[Any]:
             from jobs.partial_reduce import reduce_batches
 
-            return reduce_batches(read_row_groups(json.loads(task), columns), as_of_us)
+            index, groups = json.loads(task)
+            seen: dict[int, list[int]] | None = None if folder is None else {}
+            yield from reduce_batches(read_row_groups(groups, columns), as_of_us, seen)
+            if folder is not None:  # named by task: a retried task replaces its file
+                Path(folder).mkdir(parents=True, exist_ok=True)
+                (Path(folder) / f"task-{index:05d}.json").write_text(json.dumps(seen))
 
         return self._tasks(tasks, run, _arrow_schema(columns))
 
@@ -167,6 +188,20 @@ class DumpTasks:
                         yield from table.select(schema.names).cast(schema).to_batches()
 
         return named.mapInArrow(each, from_arrow_schema(schema))
+
+
+def spans_disjoint(folder: Path) -> bool:
+    """The tasks' spans (`DumpTasks.reduced`) of each coordinator partition do not overlap: every record of a
+    coordinator partition between two of a task's records is that task's."""
+    by_partition: dict[str, list[tuple[int, int]]] = {}
+    for path in sorted(folder.glob("task-*.json")):
+        for partition, (low, high) in json.loads(path.read_text()).items():
+            by_partition.setdefault(partition, []).append((low, high))
+    for spans in by_partition.values():
+        spans.sort()
+        if any(later[0] <= earlier[1] for earlier, later in zip(spans, spans[1:])):
+            return False
+    return True
 
 
 def _micros(moment: datetime | None) -> int | None:

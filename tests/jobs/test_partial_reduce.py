@@ -7,6 +7,7 @@ import random
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from offset_corpus import TEXTS, codec_accepts, commit_values, damaged_values
@@ -75,6 +76,72 @@ def test_a_task_keeps_each_keys_newest_plain_commit_and_every_other_record_whole
     assert got == [(1, 1, False, False), (2, 2, True, False), (3, 1, False, False), (4, 1, False, False),
                    (5, 1, True, False), (6, 1, True, True)]
     assert out[1]["newest_timestamp"] == datetime.fromtimestamp(T0.timestamp() + 2, timezone.utc)
+
+
+COMMIT, ABORT = b"\x00\x00\x00\x01", b"\x00\x00\x00\x00"
+
+
+def test_a_task_folds_transactional_commits_by_the_fate_of_their_producers_next_marker():
+    """Without the history a task folds each key's transactional commits per fate, from its producer's next
+    marker it holds; a commit without one (still open, or its marker is after as_of) stays whole, and a marker
+    after as_of, a malformed one or another producer's decides nothing."""
+    a, b = _key("a"), _key("b")
+    log = _log([
+        (a, _commit(1), 0, 0, 7, False),
+        (a, _commit(2), 1, 1, 7, False),
+        (b, _commit(1), 2, 2, 8, False),
+        (COMMIT, None, 3, 3, 7, True),  # commits 7's a@0 and a@1
+        (a, _commit(3), 4, 4, 7, False),
+        (ABORT, None, 5, 5, 7, True),  # aborts a@4
+        (a, _commit(4), 6, 6, 7, False),
+        (b"\x80\x00\x00\x01", None, 7, 7, 8, True),  # a malformed control key: not 8's marker
+        (b, _commit(5), 8, 8, 8, False),
+        (COMMIT, None, 9, 9, 7, True),  # commits a@6
+        (b, b"\x00\x03broken", 10, 10, 8, False),  # unproven: whole
+        (COMMIT, None, 11, 100, 8, True),  # after as_of: b's commits stay open
+    ])
+    spans: dict[int, list[int]] = {}
+    batches = [log.slice(0, 4), log.slice(4)]
+    out = pa.concat_tables(reduce_batches(batches, T0_US + 50_000_000, spans)).sort_by("offset").to_pylist()
+    got = [(r["offset"], r["records"], r["reduced"], r["fate"]) for r in out]
+    assert got == [(2, 1, False, None), (3, 1, False, None), (4, 1, True, "ABORT"), (5, 1, False, None),
+                   (6, 3, True, "COMMIT"), (7, 1, False, None), (8, 1, False, None), (9, 1, False, None),
+                   (10, 1, False, None), (11, 1, False, None)]
+    assert spans == {0: [0, 9]}  # the commits held and the markers up to as_of
+    # Without spans, nothing transactional is folded (the history needs every commit).
+    whole = pa.concat_tables(reduce_batches(batches, T0_US + 50_000_000)).to_pylist()
+    assert len(whole) == log.num_rows and not any(r["reduced"] for r in whole)
+
+
+def test_a_commits_fate_is_its_producers_next_marker_as_spark_resolves_it(spark):
+    """next_marker_fates against jobs.transactions.transaction_fates, on random interleavings of two producers'
+    commits and markers in two coordinator partitions."""
+    from jobs.partial_reduce import markers, next_marker_fates
+    from jobs.transactions import transaction_fates
+
+    rng = random.Random(11)
+    rows = []
+    for offset in range(400):
+        partition, producer = rng.choice((0, 1)), rng.choice((7, 8))
+        kind = rng.choice(("commit", "commit", "commit", "COMMIT", "ABORT"))
+        rows.append((partition, offset, producer, kind))
+    table = pa.table({
+        "key": pa.array([_key("g") if k == "commit" else (COMMIT if k == "COMMIT" else ABORT) for *_, k in rows],
+                        pa.binary()),
+        "partition": pa.array([r[0] for r in rows], pa.int32()), "offset": pa.array([r[1] for r in rows], pa.int64()),
+        "producer_id": pa.array([r[2] for r in rows], pa.int64()),
+        "is_control": pa.array([r[3] != "commit" for r in rows]),
+    })
+    commits = table.filter(pc.invert(table.column("is_control")))
+    ours = next_marker_fates(commits, markers(table)).to_pylist()
+    frame = spark.createDataFrame(
+        [(p, o, pid, b"v" if k == "commit" else None, k if k != "commit" else None) for p, o, pid, k in rows],
+        "coordinator_partition int, record_offset bigint, producer_id bigint, value binary, transaction_marker string")
+    frame = frame.withColumn("key", frame["value"])
+    fates = transaction_fates(frame.where("transaction_marker is null"), frame.where("transaction_marker is not null"))
+    theirs = {(r["coordinator_partition"], r["record_offset"]): r["fate"] for r in fates.collect()}
+    want = [theirs[(p, o)] for p, o in zip(commits.column("partition").to_pylist(), commits.column("offset").to_pylist())]
+    assert ours == want and {"COMMIT", "ABORT", None} <= set(ours)
 
 
 def test_plain_commits_are_decoded_as_the_native_reader_names_them():
@@ -150,9 +217,12 @@ def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_i
     stamps = sorted(table.column("timestamp").cast(pa.timestamp("ms", tz="UTC"), safe=False).to_pylist())
     tasks = DumpTasks(spark, plan)
     middle = stamps[len(stamps) // 2]
+    def pin(_name, df):
+        return df.cache()
+
     for as_of in (None, middle) if columns == "with_batch_metadata" else (middle,):
-        by_spark = reduce_log(records, as_of, lambda _name, df: df.cache())
-        by_tasks = reduce_log(records, as_of, lambda _name, df: df.cache(), tasks.reduced)
+        by_spark = reduce_log(records, as_of, pin)
+        by_tasks = reduce_log(records, as_of, pin, lambda moment: tasks.reduced_log(moment, pin))
         columns = by_spark.columns
         assert by_tasks.columns == columns
         want, got = by_spark.collect(), by_tasks.collect()
@@ -201,6 +271,55 @@ def test_a_run_through_the_tasks_writes_the_tables_spark_alone_writes(spark, tmp
     assert summaries[1]["offset_commits"] == summaries[0]["offset_commits"]
     written = [DeltaTable(str(tmp_path / name / "offset_commits")).file_uris() for name in ("by_spark", "by_tasks")]
     assert not any("part-history" in f for f in written[0]) and any("part-history" in f for f in written[1])
+
+
+def test_without_history_the_tasks_fold_transactions_and_the_state_is_spark_alones(spark, tmp_path, monkeypatch,
+                                                                                   caplog):
+    """A run without the history: its dump reduced by Spark; by its tasks, which fold transactional commits; and,
+    its rows shuffled (a coordinator partition's markers in every task), by its tasks again, which then find
+    their spans overlapping and reduce it again without folding. The state, the quarantine and the counts the
+    same each time."""
+    from deltalake import DeltaTable
+
+    import jobs.sources.reduced_dump as reduced_dump
+    from jobs.config import RebuildConfig
+    from jobs.pipeline import run
+    from jobs.sample import write_sample
+
+    write_sample(tmp_path / "dump", 3000, seed=5)
+    table = pq.read_table(tmp_path / "dump")
+    pq.write_table(table, tmp_path / "dump" / "part-00000.parquet", row_group_size=500)
+    (tmp_path / "shuffled").mkdir()
+    shuffled = table.take(random.Random(2).sample(range(table.num_rows), table.num_rows))
+    pq.write_table(shuffled, tmp_path / "shuffled" / "part-00000.parquet", row_group_size=500)
+    names = ("committed_offsets", "expired_offsets", "pending_transactions", "consumer_groups", "group_members",
+             "quarantine")
+    folded = []  # per run through the tasks: (rows, records) of the folded transactional commits it reduced to
+    reduced_log = reduced_dump.DumpTasks.reduced_log
+
+    def counting(tasks, *args):
+        partial = reduced_log(tasks, *args)
+        row = partial.where("fate is not null").selectExpr("count(*)", "sum(records)").first()
+        folded.append((row[0], row[1] or 0))
+        return partial
+
+    monkeypatch.setattr(reduced_dump.DumpTasks, "reduced_log", counting)
+    counts, tables, warned = [], [], []
+    for name, dump, min_bytes in (("by_spark", "dump", reduced_dump.MIN_BYTES), ("by_tasks", "dump", 0),
+                                  ("shuffled", "shuffled", 0)):
+        monkeypatch.setattr(reduced_dump, "MIN_BYTES", min_bytes)
+        caplog.clear()
+        summary = run(spark, RebuildConfig.build(f"parquet:{tmp_path / dump}", str(tmp_path / name), no_history=True))
+        warned.append("reduced again" in caplog.text)
+        counts.append({k: summary[k] for k in ("records_read", "records_quarantined", "transactional_records",
+                                                "records_by_type", "pending_transactions", "committed_offsets")})
+        tables.append({t: sorted(map(repr, DeltaTable(str(tmp_path / name / t)).to_pyarrow_table().to_pylist()))
+                       for t in names})
+    assert counts[0]["transactional_records"] > 100 and counts[0]["pending_transactions"] > 0
+    assert counts[1] == counts[0] and counts[2] == counts[0]
+    assert tables[1] == tables[0] and tables[2] == tables[0]
+    assert warned == [False, False, True]
+    assert folded[0][1] > 2 * folded[0][0] > 0 and folded[1] == (0, 0)
 
 
 def _by_name(row) -> str:
