@@ -8,9 +8,10 @@ checked, reduced log. One window per offset key, in application order, then give
 time since it and the key's records after it (group_status reads only each key's last few); the key is named
 after the window, from the few distinct keys.
 
-A large local dump's tasks (jobs.sources.reduced_dump) do most of it themselves: each holds every plain commit
-of its share of the keys, writes the rows of the keys with nothing kept whole (jobs.task_history), and
-gives Spark the plain commits of the others, whose window is computed here as above.
+A large local dump's tasks (jobs.sources.reduced_dump) do most of it themselves: each holds every record of its
+share of the keys that it can read (plain and transactional, `readable` in the reduced log) and every marker,
+writes the rows of the keys with no other record (jobs.task_history), and gives Spark the applied records of
+the others, whose window is computed here as above with their records that are not readable.
 
 Transactional commits are applied at their COMMIT marker (spec §7.2), and only when no record on their key
 newer than them came before the marker (the broker keeps the committed offset with the greater record
@@ -38,8 +39,8 @@ APPLIED = ["coordinator_partition", "offset_key", "record_offset", "source_recor
            "producer_id", "committed_offset", "leader_epoch", "metadata", "commit_timestamp_ms"]
 KEY = ["coordinator_partition", "offset_key"]
 # A source's tasks that finish the history of some keys (jobs.sources.reduced_dump.DumpTasks.offset_history):
-# given the named keys (offset_keys), they write the rows of the keys that are not `whole` and give the plain
-# commits of those that are. The frame they return is computed once (pinned).
+# given the named keys (offset_keys), they write the rows of the keys that are not `whole` and give the applied
+# records they read of those that are. The frame they return is computed once (pinned).
 HistoryTasks = Callable[[DataFrame], DataFrame]
 
 
@@ -52,8 +53,9 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     or a whole checked log; `log`: the whole log (jobs.records.log_records) the reduced log came from, whose
     plain commits are read natively here; `transactions`: the records hold transactional records or markers;
     `fates`: their transactional commits with their fates, when the replay has them (computed here otherwise);
-    `tasks`: the source's tasks finish the keys with nothing kept whole, and the rows returned are the others'
-    (with the reduced log only); `pin(name, df)`: how the keys and the tasks' output are computed once.
+    `tasks`: the source's tasks finish the keys with no record kept whole they cannot read, and the rows returned
+    are the others' (with the reduced log only); `pin(name, df)`: how the keys and the tasks' output are computed
+    once.
     """
     from_log = log is not None and "reduced" in valid.columns
     keys = offset_keys(valid)
@@ -67,7 +69,11 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
         fates = None
     elif fates is None:
         fates = fates_of(valid)
-    kept = _kept_whole(valid.where(~F.col("reduced")) if from_log else valid, fates)
+    if from_log:  # the records kept whole, but those the tasks read (their keys' records come from them)
+        kept = _kept_whole(valid.where(~F.col("reduced") & ~F.col("readable")),
+                           None if fates is None else fates.where(~F.col("readable")))
+    else:
+        kept = _kept_whole(valid, fates)
     applied = kept.withColumn("proven", F.lit(True))  # checked records: valid
     if from_log:
         plain = whole_key_commits if whole_key_commits is not None else _plain_records(log, as_of)
@@ -117,9 +123,10 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
 def offset_keys(valid: DataFrame) -> DataFrame:
     """coordinator_partition, offset_key, group_id, topic, partition, whole: each offset key among the valid
     records, once (every key with a valid record has one in the reduced log, whose rows each stand for a key or
-    a record), and whether any of its records was kept whole there (always, in a whole log). Both key types
-    write the same bytes after their type (jobs.replay.offset_key)."""
-    kept_whole = ~F.col("reduced") if "reduced" in valid.columns else F.lit(True)
+    a record), and whether any of its records was kept whole there and is not readable (always, in a whole
+    log): the source's tasks finish the others. Both key types write the same bytes after their type
+    (jobs.replay.offset_key)."""
+    kept_whole = ~F.col("reduced") & ~F.col("readable") if "reduced" in valid.columns else F.lit(True)
     keys = valid.where(F.col("record_type").isin(OFFSET_TYPES)).groupBy(
         "coordinator_partition", offset_key().alias("offset_key")).agg(
         F.any_value("key").alias("key"), F.bool_or(kept_whole).alias("whole"))

@@ -6,11 +6,12 @@ with how many records it stands for; every other record passes whole. The task t
 jobs.records.check would (`checked`: Arrow where it proves the record, the Python codec elsewhere), and Spark
 finishes the reduction across tasks (jobs.reduce.combine_partials). What "plain" and "reducible" mean is
 jobs.reduce's rule; here it is read with Arrow kernels and jobs.arrow_check, which proves no more than the
-codec accepts, so a record that is folded away is one the check would have passed. `plain_commits` gives the
-history (jobs.history) exactly the records the reduction folds, decoded (jobs.task_history); every other offset
-record reaches it through the reduced log.
+codec accepts, so a record that is folded away is one the check would have passed. `readable_records` gives the
+history (jobs.history, jobs.task_history) every offset record such a task reads itself, decoded, and `applied`
+places transactional commits where the coordinator applied them; every other offset record reaches the history
+through the reduced log (its rows that are not `readable`).
 
-Without the history, a task also folds the transactional commits whose fate it sees (`reduce_batches` with
+A task also folds the transactional commits whose fate it sees (`reduce_batches` with
 `spans`): a transactional commit's fate is its producer's next marker in its coordinator partition (spec §7.2,
 jobs.transactions), and for the state only the newest committed one per key matters (it competes with plain
 commits by its own offset) and no aborted one does. So per key, the newest commit of each fate stands for the
@@ -43,8 +44,9 @@ _KEY_HEADS = {t: _KEY_LAYOUT.valid.lowest for t in OFFSET_COMMIT_TYPES}
 OFFSET_KEY_PREFIXES = tuple(t.to_bytes(2, "big", signed=True) for t in OFFSET_COMMIT_TYPES)
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 # What a task adds to each record (jobs.reduce.reduce_log's columns).
+# readable: an offset record the history's tasks read themselves (a tombstone, or a value jobs.arrow_check proves).
 PARTIAL_FIELDS = (("records", pa.int64()), ("newest_timestamp", TIMESTAMP), ("after_as_of", pa.bool_()),
-                  ("reduced", pa.bool_()), ("fate", pa.string()))
+                  ("reduced", pa.bool_()), ("fate", pa.string()), ("readable", pa.bool_()))
 # The check's columns (jobs.records.CHECK_COLUMNS), as a task gives them.
 CHECK_FIELDS = (("record_type", pa.int16()), ("group_id", pa.string()), ("error", pa.string()))
 # A folded row stands for its key's records of one kind: plain (fate null), or transactional of one fate.
@@ -82,16 +84,18 @@ def plain(batch: pa.Table) -> np.ndarray:
     return rows & no_producer
 
 
-def foldable(batch: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+def foldable(batch: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per record: (reducible: `plain`, and its value is null or proven valid (jobs.arrow_check); transactional:
-    a transactional offset commit whose value is proven valid, which a task may fold once it knows its fate)."""
+    a transactional offset commit whose value is proven valid, which a task may fold once it knows its fate;
+    readable: an offset record, transactional or not, whose value is null or proven valid)."""
     rows, no_producer = _offset_records(batch)
     if not rows.any():
-        return rows, rows
+        return rows, rows, rows
     values = batch.column("value")
     null = _is_null(values)
     valid = proven(values, _VALUE_LAYOUT)
-    return rows & no_producer & (null | valid), rows & ~no_producer & ~null & valid
+    readable = rows & (null | valid)
+    return readable & no_producer, readable & ~no_producer & ~null, readable
 
 
 def reducible(batch: pa.Table) -> np.ndarray:
@@ -109,27 +113,37 @@ def _late(batch: pa.Table, as_of_us: int | None) -> pa.Array | pa.ChunkedArray:
     return pc.fill_null(pc.greater(batch.column("timestamp"), pa.scalar(as_of_us, TIMESTAMP)), False)
 
 
-def _with_partial(batch: pa.Table, late: pa.ChunkedArray | pa.Array, reduced: bool) -> pa.Table:
+def at_or_before(batch: pa.Table, as_of_us: int | None) -> np.ndarray:
+    """Per record: replayed as of as_of (a record without a timestamp always is)."""
+    return ~_mask(_late(batch, as_of_us))
+
+
+def _with_partial(batch: pa.Table, late: pa.ChunkedArray | pa.Array, reduced: bool, readable: np.ndarray
+                  ) -> pa.Table:
     n = batch.num_rows
     return (batch.append_column("records", pa.array(np.ones(n, np.int64)))
             .append_column("newest_timestamp", batch.column("timestamp"))
             .append_column("after_as_of", late)
             .append_column("reduced", pa.array(np.full(n, reduced)))
-            .append_column("fate", pa.nulls(n, pa.string())))
+            .append_column("fate", pa.nulls(n, pa.string()))
+            .append_column("readable", pa.array(readable)))
 
 
 def _mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(column, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def markers(batch: pa.Table) -> pa.Table:
-    """The transaction markers among `batch` that the replay applies (a control record whose key reads COMMIT or
-    ABORT: jobs.records.transaction_marker): partition, offset, producer_id, fate."""
+def markers(batch: pa.Table, among: np.ndarray | None = None) -> pa.Table:
+    """The transaction markers among `batch` (and `among`, a mask, when given) that the replay applies (a control
+    record whose key reads COMMIT or ABORT: jobs.records.transaction_marker): partition, offset, producer_id,
+    fate."""
     control = _column(batch, "is_control")
     if control is None:
         return pa.table({"partition": pa.array([], pa.int32()), "offset": pa.array([], pa.int64()),
                          "producer_id": pa.array([], pa.int64()), "fate": pa.array([], pa.string())})
     rows = _mask(control) & _mask(pc.is_valid(batch.column("partition"))) & _mask(pc.is_valid(batch.column("offset")))
+    if among is not None:
+        rows &= among
     found = batch.filter(pa.array(rows))
     keys = found.column("key")
     # Kafka rejects a key shorter than 4 bytes or with a negative version (its top bit set).
@@ -145,10 +159,13 @@ def markers(batch: pa.Table) -> pa.Table:
     return table.filter(pc.is_valid(table.column("fate")))
 
 
-def next_marker_fates(commits: pa.Table, found: pa.Table) -> pa.Array:
-    """Per commit of `commits` (partition, offset, producer_id): the fate of its producer's next marker among
-    `found` (`markers`) in its coordinator partition, by offset; null when `found` has none after it."""
+def next_markers(commits: pa.Table, found: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """Per commit of `commits` (partition, offset, producer_id): (the fate, the offset) of its producer's next
+    marker among `found` (`markers`) in its coordinator partition, by offset; nulls when `found` has none after
+    it."""
     n = commits.num_rows
+    if not found.num_rows:
+        return pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())
     partition = np.concatenate([commits.column("partition").to_numpy(), found.column("partition").to_numpy()])
     producer = np.concatenate([commits.column("producer_id").to_numpy(), found.column("producer_id").to_numpy()])
     offset = np.concatenate([commits.column("offset").to_numpy(), found.column("offset").to_numpy()])
@@ -162,13 +179,15 @@ def next_marker_fates(commits: pa.Table, found: pa.Table) -> pa.Array:
     found_one = nearest < len(order)
     same_run = found_one & (run[np.minimum(nearest, len(order) - 1)] == run)
     fates = np.asarray(found.column("fate").to_numpy(zero_copy_only=False), dtype=object)
-    result = np.full(len(order), None, dtype=object)
-    marker_index = order[nearest[same_run]] - n
-    result[same_run] = fates[marker_index]
-    by_commit = np.full(n, None, dtype=object)
+    positions = np.asarray(found.column("offset").to_numpy(zero_copy_only=False), dtype=np.int64)
+    marker = np.full(len(order), -1)  # per sorted row: its marker's row in `found`, -1 for none
+    marker[same_run] = order[nearest[same_run]] - n
+    by_commit = np.full(n, -1)
     commit_rows = ~is_marker
-    by_commit[order[commit_rows]] = result[commit_rows]
-    return pa.array(by_commit, pa.string())
+    by_commit[order[commit_rows]] = marker[commit_rows]
+    none = by_commit < 0
+    which = np.maximum(by_commit, 0)  # any row: masked where there is none
+    return (pa.array(np.where(none, None, fates[which]), pa.string()), pa.array(positions[which], mask=none))
 
 
 def _fold(tables: list[pa.Table]) -> pa.Table:
@@ -224,21 +243,21 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None, spans: dic
     waiting = 0
     for batch in batches:
         late = _late(batch, as_of_us)
-        rows, transactional = foldable(batch)
+        rows, transactional, readable = foldable(batch)
         whole = ~rows
         if spans is not None:
             if waiting <= TRANSACTIONAL_ROWS:
                 held_back = transactional & ~_mask(late)
                 if held_back.any():
-                    pending.append(_with_partial(batch, late, True).filter(pa.array(held_back)))
+                    pending.append(_with_partial(batch, late, True, readable).filter(pa.array(held_back)))
                     waiting += pending[-1].num_rows
                     whole &= ~held_back
-                found.append(markers(batch.filter(pa.array(whole & ~_mask(late)))))
+                found.append(markers(batch, whole & ~_mask(late)))
         mask = pa.array(rows)
         if whole.any():
-            yield checked(_with_partial(batch, late, False).filter(pa.array(whole)))
+            yield checked(_with_partial(batch, late, False, readable).filter(pa.array(whole)))
         if rows.any():
-            folding.append(_with_partial(batch, late, True).filter(mask))
+            folding.append(_with_partial(batch, late, True, readable).filter(mask))
             held += folding[-1].num_rows
             if held > FOLD_ROWS:
                 folding = [_fold(folding)]
@@ -254,7 +273,7 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None, spans: dic
 
 def _fold_transactional(commits: pa.Table, found: pa.Table, fold: bool) -> Iterator[pa.Table]:
     """The held transactional commits: those whose next marker the task saw, folded per fate; the others whole."""
-    fates = next_marker_fates(commits, found) if fold else pa.nulls(commits.num_rows, pa.string())
+    fates = next_markers(commits, found)[0] if fold else pa.nulls(commits.num_rows, pa.string())
     commits = commits.set_column(commits.column_names.index("fate"), "fate", fates)
     known = pc.is_valid(fates)
     if pc.any(known).as_py():
@@ -281,35 +300,60 @@ def _widen(spans: dict[int, list[int]], batch: pa.Table) -> None:
         span[0], span[1] = min(span[0], low), max(span[1], high)
 
 
-# jobs.history's plain commits: (column, type) in its order (history.APPLIED, then `proven`).
+# jobs.history's applied records: (column, type) in its order (history.APPLIED, then `proven`).
 COMMIT_FIELDS = (("coordinator_partition", pa.int32()), ("offset_key", pa.binary()), ("record_offset", pa.int64()),
                  ("source_record_offset", pa.int64()), ("record_timestamp", TIMESTAMP), ("producer_id", pa.int64()),
                  ("committed_offset", pa.int64()), ("leader_epoch", pa.int32()), ("metadata", pa.string()),
                  ("commit_timestamp_ms", pa.int64()), ("proven", pa.bool_()))
-# What `plain_commits` yields: the same, with the record's whole key in place of offset_key (`offset_keys`).
+# What `readable_records` yields: the same, with the record's whole key in place of offset_key (`offset_keys`).
 PLAIN_FIELDS = tuple(("key", pa.binary()) if name == "offset_key" else (name, t) for name, t in COMMIT_FIELDS)
 
 
-def plain_commits(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterator[pa.Table]:
-    """The records `reduce_batches` folds (reducible, at or before as_of), each decoded: PLAIN_FIELDS. Every other
-    offset record is in the reduced log whole."""
+def readable_records(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterator[pa.Table]:
+    """The offset records of `batches` that are readable (`foldable`) and at or before as_of, transactional or
+    not, each decoded: PLAIN_FIELDS (a transactional commit at its own position: see `applied`). The other offset
+    records are in the reduced log whole, not readable."""
     for batch in batches:
-        rows = plain(batch) & ~np.asarray(_late(batch, as_of_us).to_numpy(zero_copy_only=False), dtype=bool)
+        rows = _offset_records(batch)[0] & at_or_before(batch, as_of_us)
         if not rows.any():
             continue
         kept = batch.filter(pa.array(rows))
         value = read(kept.column("value"), _VALUE_LAYOUT, ("offset", "leaderEpoch", "metadata", "commitTimestamp"))
-        folded = pa.array(_is_null(kept.column("value")) | value.ok)  # as `reducible` says
-        kept = kept.filter(folded)
-        fields = {name: column.filter(folded) for name, column in value.fields.items()}
+        readable = pa.array(_is_null(kept.column("value")) | value.ok)  # as `foldable` says
+        kept = kept.filter(readable)
+        fields = {name: column.filter(readable) for name, column in value.fields.items()}
         epoch = fields["leaderEpoch"]
         offsets = kept.column("offset")
+        producer = _column(kept, "producer_id")
         yield pa.table([
             kept.column("partition"), kept.column("key"), offsets, offsets, kept.column("timestamp"),
-            pa.array(np.full(kept.num_rows, NO_PRODUCER, np.int64)), fields["offset"],
+            pa.array(np.full(kept.num_rows, NO_PRODUCER, np.int64)) if producer is None
+            else pc.fill_null(producer, NO_PRODUCER), fields["offset"],
             pc.if_else(pc.equal(epoch, -1), pa.scalar(None, pa.int64()), epoch).cast(pa.int32()),
             fields["metadata"], fields["commitTimestamp"], pa.array(np.ones(kept.num_rows, bool)),
         ], schema=pa.schema(PLAIN_FIELDS))
+
+
+def applied(records: pa.Table, found: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """(`records`, which of them the coordinator applies), given `readable_records` and every marker up to as_of
+    of their coordinator partitions (`markers`): a record written without a producer and a tombstone where they
+    are; a transactional commit at its COMMIT marker (record_offset), its own position kept as
+    source_record_offset; a commit whose transaction aborted or is still open, not at all (spec §7.2,
+    jobs.transactions)."""
+    producer = records.column("producer_id")
+    transactional = _mask(pc.and_(pc.not_equal(producer, NO_PRODUCER), pc.is_valid(records.column("committed_offset"))))
+    if not transactional.any():
+        return records, ~transactional
+    which = np.flatnonzero(transactional)
+    position = records.column("record_offset").to_numpy().copy()  # one chunk's would be read-only
+    commits = pa.table({"partition": records.column("coordinator_partition").to_numpy()[which],
+                        "offset": position[which], "producer_id": producer.to_numpy()[which]})
+    fate, marker = next_markers(commits, found)
+    committed = _mask(pc.equal(fate, "COMMIT"))
+    position[which[committed]] = marker.filter(pa.array(committed)).to_numpy()
+    keep = ~transactional
+    keep[which[committed]] = True
+    return records.set_column(records.column_names.index("record_offset"), "record_offset", pa.array(position)), keep
 
 
 def offset_keys(keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:

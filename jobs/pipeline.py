@@ -215,7 +215,7 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     try:
         log.info("reading %s", cfg.source)
         records = log_records(source.records)
-        reduced = reduce_log(records, cfg.as_of, sink.pin, _reduced_by_tasks(source.tasks, sink, cfg.history))
+        reduced = reduce_log(records, cfg.as_of, sink.pin, _reduced_by_tasks(source.tasks, sink))
         counts = record_counts(reduced, cfg.as_of)
         # Default as_of: the newest record (an empty input has none: then now, and every table is empty).
         as_of = cfg.as_of or counts["newest"] or datetime.now(timezone.utc)
@@ -296,13 +296,12 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
     }
 
 
-def _reduced_by_tasks(tasks: DumpTasks | None, sink: TableSink, history: bool
-                      ) -> Callable[[datetime | None], DataFrame] | None:
-    """The dump's tasks reducing it (jobs.reduce.reduce_log's `partial`), when the source has them. Without the
-    history they fold transactional commits too: offset_commits needs every one of them."""
+def _reduced_by_tasks(tasks: DumpTasks | None, sink: TableSink) -> Callable[[datetime | None], DataFrame] | None:
+    """The dump's tasks reducing it (jobs.reduce.reduce_log's `partial`), when the source has them, folding
+    transactional commits too (the history's tasks read them from the dump themselves)."""
     if tasks is None:
         return None
-    return lambda as_of: tasks.reduced_log(as_of, sink.pin, None if history else sink.pinned("task_spans"))
+    return lambda as_of: tasks.reduced_log(as_of, sink.pin, sink.pinned("task_spans"))
 
 
 def _history_tasks(tasks: DumpTasks, as_of: datetime, sink: TableSink, status_window: int) -> HistoryTasks:

@@ -55,8 +55,9 @@ def with_reducible(plain: DataFrame) -> DataFrame:
 def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
                partial: Callable[[datetime | None], DataFrame] | None = None) -> DataFrame:
     """The checked, reduced log: RECORD_COLUMNS + CHECK_COLUMNS (jobs.records) + records (how many log
-    records the row stands for), newest_timestamp (theirs), after_as_of and reduced (the row is the newest
-    of several plain commits).
+    records the row stands for), newest_timestamp (theirs), after_as_of, reduced (the row is the newest
+    of several plain commits, or of transactional commits of one fate) and readable (the history's tasks read
+    the record themselves: jobs.partial_reduce; never here).
 
     `pin(name, df)` materialises a frame that is read more than once (the pipeline writes it to its staging
     area), so the log is scanned exactly twice: once to aggregate, once to fetch the chosen rows.
@@ -87,7 +88,8 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
         F.coalesce("records", F.lit(1).cast("bigint")).alias("records"),
         F.coalesce("newest_timestamp", "record_timestamp").alias("newest_timestamp"),
         F.coalesce("after_as_of", late).alias("after_as_of"),
-        F.coalesce("reduced", F.lit(False)).alias("reduced"))
+        F.coalesce("reduced", F.lit(False)).alias("reduced"),
+        F.lit(False).alias("readable"))
     return pin("reduced_log", check(kept))
 
 
@@ -96,7 +98,7 @@ def combine_partials(partial: DataFrame) -> DataFrame:
     partition, key, after_as_of), and, without the history, its newest transactional commit per key and fate
     (jobs.partial_reduce); here the newest of those wins, standing for all their records. The tasks checked
     every row but a control record's key (jobs.partial_reduce.checked): that error is added here."""
-    rows = log_records(partial, keep=("records", "newest_timestamp", "after_as_of", "reduced", "fate",
+    rows = log_records(partial, keep=("records", "newest_timestamp", "after_as_of", "reduced", "readable", "fate",
                                       *CHECK_COLUMNS))
     rows = rows.withColumn("error", F.when(F.col("is_control"), control_error()).otherwise(F.col("error")))
     folded = rows.where("reduced")

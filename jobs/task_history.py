@@ -1,12 +1,14 @@
 """offset_commits rows made inside a source task, in Arrow, for the keys whose every applied record it holds.
 
-A task of a large dump (jobs.sources.reduced_dump) reads every plain commit of its share of the offset keys, so
-it holds each of its keys' plain commits whole. For a key with no other applied record (no transactional
-commit, no value only the Python codec proves: the key is not `whole` in jobs.history.offset_keys) those are its
-history: sorted by log position, each row's previous offset, the time since it and the key's records after it
-are the same window jobs.history computes in Spark, here with numpy, and the task writes the rows as
-offset_commits files itself. The `whole` keys' commits go back to Spark, which merges them with the records
-kept whole. Each key is finished on one side only.
+A task of a large dump (jobs.sources.reduced_dump) reads every offset record of its share of the offset keys that
+it can read (jobs.partial_reduce.readable_records: plain and transactional, a tombstone or a value
+jobs.arrow_check proves) and every transaction marker, so it holds each of its keys' applied records whole, a
+transactional commit at its COMMIT marker (jobs.partial_reduce.applied). For a key with no other applied record
+(no value only the Python codec proves: the key is not `whole` in jobs.history.offset_keys) those are its
+history: sorted by application order, the same rules for transactional commits, each row's previous offset, the
+time since it and the key's records after it are the same window jobs.history computes in Spark, here with
+numpy, and the task writes the rows as offset_commits files itself. The `whole` keys' records go back to Spark,
+which merges them with the records kept whole. Each key is finished on one side only.
 
 No Spark import: pyarrow and numpy, run in a task's Python worker.
 """
@@ -29,20 +31,70 @@ _MIN_MS, _MAX_MS = -62135596800000, 253402300799999
 PARTITION = "commit_date"
 
 
-def split_keys(commits: pa.Table, keys: pa.Table, schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
+def split_keys(commits: pa.Table, keys: pa.Table, schema: pa.Schema, applied: np.ndarray | None = None
+               ) -> tuple[pa.Table, pa.Table]:
     """(`schema`'s rows for the commits of keys that are not `whole`, the commits of the `whole` keys).
 
-    `commits`: PLAIN_FIELDS, every plain commit of their keys up to as_of; `keys`: KEY_FIELDS. The commits of the
-    `whole` keys are given as Spark reads them: COMMIT_FIELDS. A commit whose key is not among `keys` is dropped,
-    as Spark drops a key no valid record names."""
+    `commits`: PLAIN_FIELDS, every applied readable record of their keys up to as_of (jobs.partial_reduce.applied);
+    `keys`: KEY_FIELDS; `applied`: which commits the coordinator applied (default: all). The commits of the
+    `whole` keys are given as Spark reads them: COMMIT_FIELDS. A commit whose key is not among `keys` is
+    dropped, as Spark drops a key no valid record names."""
     key = _key_index(commits, keys)
     named = key >= 0
+    if applied is not None:
+        named &= applied
     whole = np.append(keys.column("whole").to_numpy(zero_copy_only=False), False)[key]  # -1: the appended False
+    whole &= named
     rest = commits.filter(pa.array(whole))
     rest = rest.set_column(1, "offset_key", offset_keys(rest.column("key")))
     finished = pa.array(named & ~whole)
     rows = commits.drop_columns(["key"]).append_column("key_index", pa.array(key)).filter(finished)
-    return _history(rows, keys, schema), rest
+    return _history(rows.filter(pa.array(_applies(rows))), keys, schema), rest
+
+
+def _applies(rows: pa.Table) -> np.ndarray:
+    """Per row, jobs.history's rules for transactional commits, in application order per key (record_offset,
+    then source_record_offset): a commit followed by one at the same position (the same transaction's later
+    commit on the key) was replaced before it applied; a commit applies only when every earlier record of its
+    key is older than it. Plain records always apply."""
+    key = rows.column("key_index").to_numpy(zero_copy_only=False)
+    position = rows.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
+    source = rows.column("source_record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
+    result = np.ones(len(key), bool)
+    moved = position != source  # transactional commits: only their keys' rows can be ruled out
+    if not moved.any():
+        return result
+    has_moved = np.zeros(int(key.max()) + 1, bool)
+    has_moved[key[moved]] = True
+    ruled = np.flatnonzero(has_moved[key])
+    result[ruled] = _applies_on(key[ruled], position[ruled], source[ruled])
+    return result
+
+
+def _applies_on(key: np.ndarray, position: np.ndarray, source: np.ndarray) -> np.ndarray:
+    n = len(key)
+    order = np.lexsort((source, position, key))
+    key, position, source = key[order], position[order], source[order]
+    same_key = np.zeros(n, bool)  # the row follows another of its key
+    same_key[1:] = key[1:] == key[:-1]
+    superseded = np.zeros(n, bool)
+    superseded[:-1] = same_key[1:] & (position[1:] == position[:-1])
+    # Each row's newest source position so far on its key: a running maximum that restarts with each key, in one
+    # pass when (keys x the positions' range) fits in int64, as it does for any real log; key by key otherwise.
+    starts = np.flatnonzero(~same_key)
+    ends = np.append(starts[1:], n)
+    low, width = int(source.min()), int(source.max() - source.min()) + 1
+    if len(starts) * width < 1 << 62:
+        run = np.repeat(np.arange(len(starts), dtype=np.int64), ends - starts) * width
+        newest = np.maximum.accumulate(run + (source - low)) - run + low
+    else:
+        newest = np.concatenate([np.maximum.accumulate(source[a:b]) for a, b in zip(starts, ends)])
+    newest_before = np.empty(n, np.int64)
+    newest_before[1:] = newest[:-1]
+    applies = ~superseded & (~same_key | (newest_before < source))
+    result = np.empty(n, bool)
+    result[order] = applies
+    return result
 
 
 def _key_index(commits: pa.Table, keys: pa.Table) -> np.ndarray:

@@ -4,9 +4,9 @@ The whole dump is still `read_parquet`'s frame (the quarantine reads every recor
 their input without Spark's row-by-row scan:
 * the reduction: each task reads its row groups as columns and folds them, and Spark receives about one row per
   key and task plus the records kept whole (DumpTasks.reduced);
-* the history (with offset_commits): each task reads every row group but keeps only the plain commits of its
-  share of the offset keys, so it holds each of its keys' commits whole, and writes most keys' offset_commits
-  rows itself (DumpTasks.offset_history, jobs.task_history).
+* the history (with offset_commits): each task reads every row group but keeps only the offset records of its
+  share of the offset keys that it can read, and every transaction marker, so it holds each of its keys' applied
+  records whole, and writes most keys' offset_commits rows itself (DumpTasks.offset_history, jobs.task_history).
 
 Used in local mode (the tasks open the driver's files) for dumps of MIN_BYTES or more whose files are plain
 Parquet with one schema, no partition folders, and a timestamp that is zoned or epoch milliseconds (a local
@@ -108,7 +108,7 @@ def _compressed(group: Any) -> int:
 
 @dataclass(frozen=True)
 class DumpTasks:
-    """What the tasks of a planned dump give: its reduced records, and the history of its plain commits."""
+    """What the tasks of a planned dump give: its reduced records, and the history of its offset records."""
 
     spark: SparkSession
     plan: DumpPlan
@@ -148,11 +148,11 @@ class DumpTasks:
 
     def offset_history(self, as_of: datetime | None, keys: DataFrame, out: Path, recent: int | None = None
                        ) -> DataFrame:
-        """The history's pass (jobs.history.offset_commits): each task reads every row group, keeps the plain
-        commits up to as_of of its share of the keys (history_task), writes the offset_commits rows of the
-        keys that are not `whole` among `keys` (jobs.history.offset_keys) as files under `out`
-        (jobs.task_history; `recent`: see write_history), and yields the plain commits of the `whole` ones
-        (jobs.partial_reduce.COMMIT_FIELDS).
+        """The history's pass (jobs.history.offset_commits): each task reads every row group, keeps the readable
+        offset records up to as_of of its share of the keys and every marker (history_task), writes the
+        offset_commits rows of the keys that are not `whole` among `keys` (jobs.history.offset_keys) as files
+        under `out` (jobs.task_history; `recent`: see write_history), and yields the applied records of the
+        `whole` ones (jobs.partial_reduce.COMMIT_FIELDS).
         Lazy: the files are written when the frame is computed, which must be once."""
         import pyarrow as pa
 
@@ -256,18 +256,23 @@ def history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[in
     import pyarrow.compute as pc
 
     from jobs.arrow_check import last_bytes
-    from jobs.partial_reduce import plain_commits
+    from jobs.partial_reduce import applied, at_or_before, markers, readable_records
     from jobs.task_history import split_keys, write_history
+
+    found: list[pa.Table] = []  # every transaction marker up to as_of: the fates of the share's commits
 
     def mine() -> Iterator[pa.Table]:
         for table in read_row_groups(groups, columns):
-            partition = pc.fill_null(table.column("partition"), 0).to_numpy()  # null: not a plain commit anyway
+            found.append(markers(table, at_or_before(table, as_of_us)))
+            partition = pc.fill_null(table.column("partition"), 0).to_numpy()  # null: not an offset record anyway
             yield table.filter(pa.array((partition.astype(np.int64) + last_bytes(table.column("key"))) % count == index))
 
-    commits = list(plain_commits(mine(), as_of_us))
-    if not commits:
+    records = list(readable_records(mine(), as_of_us))
+    if not records:
         return
-    finished, whole = split_keys(pa.concat_tables(commits), keys, schema)
-    del commits  # the batches read: the rows are written from copies
+    positioned, applies = applied(pa.concat_tables(records), pa.concat_tables(found))
+    del records  # the batches read (`positioned` holds them until the rows are copied)
+    finished, whole = split_keys(positioned, keys, schema, applies)
+    del positioned
     write_history(finished, Path(out), f"part-history-{index:05d}", recent)
     yield whole

@@ -72,6 +72,23 @@ def test_each_commit_gets_its_keys_previous_one_in_log_order(shared_key):
         assert rows[1, 15]["previous_offset"] is None and rows[1, 15]["later_records"] == 0
 
 
+def test_transactional_commits_apply_at_their_marker_unless_replaced_or_older():
+    """jobs.history's rules, on a key's applied records (record_offset: where applied, source_record_offset: where
+    written): a transaction's earlier commit on the key is replaced by its later one; a transactional commit
+    applies only if no earlier applied record is newer than it."""
+    rows = _commits([(0, _key("a"), 5, 0, 1), (0, _key("a"), 15, 1, 3)])  # plain: at their own positions
+    for applied_at, written_at, committed in ((20, 10, 10), (20, 12, 12), (20, 14, 14), (30, 25, 25)):
+        rows = pa.concat_tables([rows, _commits([(0, _key("a"), applied_at, 2, committed)]).set_column(
+            3, "source_record_offset", pa.array([written_at], pa.int64())).set_column(
+            5, "producer_id", pa.array([7], pa.int64()))])
+    finished, _ = split_keys(rows, _keys([(0, "a", False)]), SCHEMA)
+    got = [(r["record_offset"], r["source_record_offset"], r["committed_offset"], r["previous_offset"])
+           for r in sorted(finished.to_pylist(), key=lambda r: r["record_offset"])]
+    # (20, 10) and (20, 12) are replaced by (20, 14), their transaction's last commit on the key, which is older
+    # than the plain commit at 15 and does not apply; (30, 25) applies.
+    assert got == [(5, 5, 1, None), (15, 15, 3, 1), (30, 25, 25, 3)]
+
+
 def test_a_rewind_is_a_commit_below_the_previous_one():
     finished, _ = split_keys(_commits([(0, _key("a"), 1, 0, 50), (0, _key("a"), 2, 1, 20)]),
                              _keys([(0, "a", False)]), SCHEMA)
