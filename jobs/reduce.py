@@ -95,8 +95,8 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
 
 def combine_partials(partial: DataFrame) -> DataFrame:
     """The reduction finished across tasks: each task kept its newest reducible commit per (coordinator
-    partition, key, after_as_of), and, without the history, its newest transactional commit per key and fate
-    (jobs.partial_reduce); here the newest of those wins, standing for all their records. The tasks checked
+    partition, key, after_as_of), and its newest transactional commit per key and fate when it held their
+    marker (jobs.partial_reduce); here the newest of those wins, standing for all their records. The tasks checked
     every row but a control record's key (jobs.partial_reduce.checked): that error is added here."""
     rows = log_records(partial, keep=("records", "newest_timestamp", "after_as_of", "reduced", "readable", "fate",
                                       *CHECK_COLUMNS))

@@ -122,13 +122,14 @@ class DumpTasks:
         if spans is None or spans_disjoint(spans):
             return partial
         log.warning("a coordinator partition's records are spread over several tasks' row groups: the dump is "
-                    "reduced again, its transactional commits resolved by Spark")
+                    "reduced again, its transactional commits kept whole")
         return pin("partial_log_unfolded", self.reduced(as_of))
 
     def reduced(self, as_of: datetime | None, spans: Path | None = None) -> DataFrame:
         """plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS and CHECK_FIELDS, reduced and checked per task
         (jobs.reduce.combine_partials). `spans`: a folder: each task also folds the transactional commits whose
-        fate it sees, and writes there the span of offsets it read per coordinator partition (JSON)."""
+        fate it sees, and writes there the span of offsets of its transactional records per coordinator
+        partition (JSON)."""
         tasks = [json.dumps([index, task]) for index, task in enumerate(self.plan.tasks)]
         columns = list(self.plan.columns)
         as_of_us = _micros(as_of)

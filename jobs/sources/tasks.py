@@ -19,6 +19,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.errors import BadInput
 
 _TASK_ERROR = re.compile(r"<<offsetlake-task: (.*?)>>")
+# Spark's error when a scan cannot read an input file (error class FAILED_READ_FILE), and the first cause below.
+_UNREADABLE_FILE = re.compile(r"\[FAILED_READ_FILE[A-Z_.]*\] Encountered error while reading file (\S+?)\.?\s")
+_CAUSE = re.compile(r"Caused by: [\w.$]+: (.+)")
 BATCH_ROWS = 10_000
 # Group metadata values can approach a megabyte each: a row count alone would not bound a task's memory.
 BATCH_BYTES = 32 << 20
@@ -52,16 +55,23 @@ def task_error(e: BadInput) -> RuntimeError:
 
 @contextmanager
 def task_errors() -> Iterator[None]:
-    """Turn a failed source task (which Spark reports as a long error) back into its one-line BadInput."""
+    """Turn a failed source task (which Spark reports as a long error) back into its one-line BadInput; and
+    Spark's own failure to read an input file (a damaged Parquet page), naming the file and the first cause."""
     try:
         yield
     except BadInput:
         raise
     except Exception as e:
-        match = _TASK_ERROR.search(str(e))
-        if match is None:
+        text = str(e)
+        match = _TASK_ERROR.search(text)
+        if match is not None:
+            raise BadInput(match.group(1)) from None
+        unread = _UNREADABLE_FILE.search(text)
+        if unread is None:
             raise
-        raise BadInput(match.group(1)) from None
+        cause = _CAUSE.search(text, unread.end())
+        reason = cause.group(1).strip()[:200] if cause else "unreadable"
+        raise BadInput(f"cannot read {unread.group(1).removeprefix('file://')} ({reason})") from None
 
 
 class RecordColumns:

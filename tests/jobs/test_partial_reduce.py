@@ -387,6 +387,17 @@ def test_dumps_this_source_leaves_to_spark(tmp_path, layout):
     assert plan_dump(str(tmp_path), cores=2) is None
 
 
+def _damaged_dump(path) -> None:
+    """A dump whose second row group has a data page that does not decompress."""
+    rows = 20_000
+    pq.write_table(_log([(_key("g"), _commit(i), i, i, -1, False) for i in range(rows)]), path,
+                   row_group_size=rows // 2, compression="snappy")
+    data = bytearray(path.read_bytes())
+    middle = pq.ParquetFile(path).metadata.row_group(1).column(1).data_page_offset + 64  # inside group 1's values
+    data[middle:middle + 512] = b"\xff" * 512
+    path.write_bytes(bytes(data))
+
+
 def test_a_damaged_row_group_is_named_in_one_line(tmp_path):
     """A data page that does not decompress fails the task with the file and row group, which the CLI prints
     as its one-line error (jobs.sources.tasks.task_errors), not Spark's report."""
@@ -395,14 +406,21 @@ def test_a_damaged_row_group_is_named_in_one_line(tmp_path):
     from jobs.sources.tasks import task_errors
 
     path = tmp_path / "dump.parquet"
-    rows = 20_000
-    pq.write_table(_log([(_key("g"), _commit(i), i, i, -1, False) for i in range(rows)]), path,
-                   row_group_size=rows // 2, compression="snappy")
-    data = bytearray(path.read_bytes())
-    middle = pq.ParquetFile(path).metadata.row_group(1).column(1).data_page_offset + 64  # inside group 1's values
-    data[middle:middle + 512] = b"\xff" * 512
-    path.write_bytes(bytes(data))
+    _damaged_dump(path)
     columns = [c for c in COLUMNS if c in pq.read_schema(path).names]
     with pytest.raises(BadInput, match=rf"{path}: cannot read row group 1 \("):
         with task_errors():
             list(read_row_groups(((str(path), (0, 1)),), columns))
+
+
+def test_a_damaged_page_spark_reads_is_named_in_one_line(spark, tmp_path):
+    """The same damage in a dump Spark scans itself (a small one): Spark's FAILED_READ_FILE error becomes one
+    line with the file and the first cause (task_errors), exit status 2, not an internal failure."""
+    from jobs.errors import BadInput
+    from jobs.sources.tasks import task_errors
+
+    path = tmp_path / "dump.parquet"
+    _damaged_dump(path)
+    with pytest.raises(BadInput, match=rf"^cannot read {path} \(.*PageHeader"):
+        with task_errors():
+            spark.read.parquet(str(path)).selectExpr("sum(length(value))").collect()
