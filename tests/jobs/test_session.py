@@ -1,19 +1,39 @@
 """How a JVM offsetlake starts compiles, by the input's size (jobs.session)."""
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+
 from jobs.session import QUICK_COMPILER_BYTES, SMALL_INPUT_BYTES, compile_settings, is_small
+
+QUICK = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
 
 
 def test_a_small_input_gets_a_jvm_with_the_quick_compiler_only():
     assert is_small(0) and is_small(SMALL_INPUT_BYTES - 1)
-    assert compile_settings(SMALL_INPUT_BYTES - 1) == (["-XX:TieredStopAtLevel=1"], {})
+    assert compile_settings(SMALL_INPUT_BYTES - 1) == (QUICK, {})
 
 
 def test_a_medium_input_gets_the_quick_compiler_and_huge_methods():
     for size in (SMALL_INPUT_BYTES, QUICK_COMPILER_BYTES - 1):
         assert not is_small(size)
-        assert compile_settings(size) == (["-XX:-DontCompileHugeMethods", "-XX:TieredStopAtLevel=1"],
+        assert compile_settings(size) == (["-XX:-DontCompileHugeMethods", *QUICK],
                                           {"spark.sql.codegen.hugeMethodLimit": "65535"})
+
+
+def test_the_quick_compiler_keeps_the_tiered_code_cache():
+    """C1 alone makes HotSpot size its code cache for a client (48 MB), which huge compiled methods filled (a
+    rebuild died: "Out of space in CodeCache"): the JVM these flags start keeps 240 MB."""
+    flags, _ = compile_settings(SMALL_INPUT_BYTES)
+    java = shutil.which("java") or "java"
+    out = subprocess.run([java, *flags, "-XX:+PrintFlagsFinal", "-version"], capture_output=True, text=True,
+                         check=True).stdout
+    size = int(re.search(r"\bReservedCodeCacheSize\s*=\s*(\d+)", out).group(1))
+    assert size == 240 << 20
+    quick_only = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-XX:+PrintFlagsFinal", "-version"],
+                                capture_output=True, text=True, check=True).stdout
+    assert int(re.search(r"\bReservedCodeCacheSize\s*=\s*(\d+)", quick_only).group(1)) < size
 
 
 def test_a_large_or_unknown_input_gets_a_jvm_that_compiles_huge_methods():
