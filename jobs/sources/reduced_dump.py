@@ -34,9 +34,11 @@ if TYPE_CHECKING:
 # larger tasks send Spark fewer rows; a task's memory is bounded by its keys either way (FOLD_ROWS).
 TASK_BYTES = 256 << 20
 # A smaller dump is left to Spark's reduction: the tasks' fixed cost (Python workers importing pyarrow and
-# numpy, the JVM's first Arrow conversion: seconds) is more than a scan of it costs. Measured: 1.15x slower on
-# a 10 MB dump, about even on 70 MB (0.96x), 22% faster on 303 MB.
-MIN_BYTES = 64 << 20
+# numpy, the JVM's first Arrow conversion: seconds) is more than a scan of it costs. Measured through the tasks
+# against Spark alone (farm-bench, 3 pairs each): a 295-record dump 1.09x without history; 1.4 MB (150k
+# records) 0.83x with history; 10 MB (1M records) 0.76x with history, 0.86x without. (Before the tasks folded
+# transactional commits and resolved them for the history, 10 MB was 1.15x and the threshold 64 MB.)
+MIN_BYTES = 1 << 20
 # Records per task of the history's pass (DumpTasks.offset_history), at most: such a task holds every plain
 # commit of its keys at once (about 300 bytes each while it sorts them: jobs.task_history).
 HISTORY_TASK_RECORDS = 10_000_000
