@@ -264,10 +264,15 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None, spans: dic
                 held = folding[0].num_rows
     if folding:
         yield checked(_fold(folding))
-    if pending:
-        commits, found_markers = pa.concat_tables(pending), pa.concat_tables(found)
-        _widen(spans, commits)
+    if spans is None:
+        return
+    # A task's markers count in its span even when it holds no commit: another task's fold may lie across them.
+    found_markers = pa.concat_tables(found) if found else None
+    if found_markers is not None:
         _widen(spans, found_markers)
+    if pending:
+        commits = pa.concat_tables(pending)
+        _widen(spans, commits)
         yield from _fold_transactional(commits, found_markers, waiting <= TRANSACTIONAL_ROWS)
 
 

@@ -113,6 +113,27 @@ def test_a_task_folds_transactional_commits_by_the_fate_of_their_producers_next_
     assert len(whole) == log.num_rows and not any(r["reduced"] for r in whole)
 
 
+def test_a_marker_in_another_task_between_a_commit_and_its_found_marker_makes_the_spans_overlap(tmp_path):
+    """Task A holds a commit and a COMMIT marker of producer 7; task B, no commit at all, only the producer's
+    ABORT marker between them (the commit's true fate). B's span counts its markers, so the spans overlap and
+    the caller reduces the dump again without the fold (spans_disjoint)."""
+    import json
+
+    from jobs.sources.reduced_dump import spans_disjoint
+
+    a = _key("a")
+    task_a = _log([(a, _commit(1), 0, 0, 7, False), (COMMIT, None, 4, 4, 7, True)])
+    task_b = _log([(ABORT, None, 2, 2, 7, True)])
+    for index, task in enumerate((task_a, task_b)):
+        spans: dict[int, list[int]] = {}
+        list(reduce_batches([task], None, spans))
+        (tmp_path / f"task-{index:05d}.json").write_text(json.dumps(spans))
+    assert json.loads((tmp_path / "task-00001.json").read_text()) == {"0": [2, 2]}
+    assert not spans_disjoint(tmp_path)
+    (tmp_path / "task-00001.json").write_text(json.dumps({"0": [5, 9]}))  # after A's span: disjoint
+    assert spans_disjoint(tmp_path)
+
+
 def test_a_commits_fate_is_its_producers_next_marker_as_spark_resolves_it(spark):
     """next_markers against jobs.transactions.transaction_fates, on random interleavings of two producers'
     commits and markers in two coordinator partitions."""
