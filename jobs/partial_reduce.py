@@ -246,13 +246,14 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None, spans: dic
         rows, transactional, readable = foldable(batch)
         whole = ~rows
         if spans is not None:
+            in_window = ~_mask(late)
             if waiting <= TRANSACTIONAL_ROWS:
-                held_back = transactional & ~_mask(late)
+                held_back = transactional & in_window
                 if held_back.any():
                     pending.append(_with_partial(batch, late, True, readable).filter(pa.array(held_back)))
                     waiting += pending[-1].num_rows
                     whole &= ~held_back
-                found.append(markers(batch, whole & ~_mask(late)))
+            found.append(markers(batch, in_window))  # every one, for the span, even past the limit
         mask = pa.array(rows)
         if whole.any():
             yield checked(_with_partial(batch, late, False, readable).filter(pa.array(whole)))
