@@ -53,6 +53,9 @@ CHECK_FIELDS = (("record_type", pa.int16()), ("group_id", pa.string()), ("error"
 GROUP = ["partition", "key", "after_as_of", "fate"]
 # Reducible rows held before they are folded: bounds a task's memory by the number of keys, not the log.
 FOLD_ROWS = 1 << 20
+# What `markers` gives.
+MARKER_SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("producer_id", pa.int64()),
+                           ("fate", pa.string())])
 # Transactional commits held until the task has seen every marker, at most; beyond it they pass whole.
 TRANSACTIONAL_ROWS = 4 << 20
 
@@ -77,17 +80,11 @@ def _offset_records(batch: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return rows, no_producer
 
 
-def plain(batch: pa.Table) -> np.ndarray:
-    """Per record: a plain offset commit or tombstone (offset-commit key type, not a control record, no producer)
-    at a known position."""
-    rows, no_producer = _offset_records(batch)
-    return rows & no_producer
-
-
 def foldable(batch: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per record: (reducible: `plain`, and its value is null or proven valid (jobs.arrow_check); transactional:
-    a transactional offset commit whose value is proven valid, which a task may fold once it knows its fate;
-    readable: an offset record, transactional or not, whose value is null or proven valid)."""
+    """Per record: (reducible: a plain offset record (`_offset_records`, written without a producer) whose value
+    is null or proven valid (jobs.arrow_check); transactional: a transactional offset commit whose value is
+    proven valid, which a task may fold once it knows its fate; readable: an offset record, transactional or
+    not, whose value is null or proven valid)."""
     rows, no_producer = _offset_records(batch)
     if not rows.any():
         return rows, rows, rows
@@ -96,11 +93,6 @@ def foldable(batch: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     valid = proven(values, _VALUE_LAYOUT)
     readable = rows & (null | valid)
     return readable & no_producer, readable & ~no_producer & ~null, readable
-
-
-def reducible(batch: pa.Table) -> np.ndarray:
-    """Per record: `plain`, and its value is null or proven valid (jobs.arrow_check)."""
-    return foldable(batch)[0]
 
 
 def _is_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -139,8 +131,7 @@ def markers(batch: pa.Table, among: np.ndarray | None = None) -> pa.Table:
     fate."""
     control = _column(batch, "is_control")
     if control is None:
-        return pa.table({"partition": pa.array([], pa.int32()), "offset": pa.array([], pa.int64()),
-                         "producer_id": pa.array([], pa.int64()), "fate": pa.array([], pa.string())})
+        return MARKER_SCHEMA.empty_table()
     rows = _mask(control) & _mask(pc.is_valid(batch.column("partition"))) & _mask(pc.is_valid(batch.column("offset")))
     if among is not None:
         rows &= among
@@ -154,8 +145,7 @@ def markers(batch: pa.Table, among: np.ndarray | None = None) -> pa.Table:
                       pc.if_else(pc.equal(kind, pa.scalar(b"\x00\x00", pa.binary())), "ABORT", None)), None)
     producer = pc.fill_null(found.column("producer_id"), NO_PRODUCER) if "producer_id" in found.column_names \
         else pa.array(np.full(found.num_rows, NO_PRODUCER, np.int64))
-    table = pa.table({"partition": found.column("partition"), "offset": found.column("offset"),
-                      "producer_id": producer, "fate": fate})
+    table = pa.table([found.column("partition"), found.column("offset"), producer, fate], schema=MARKER_SCHEMA)
     return table.filter(pc.is_valid(table.column("fate")))
 
 
@@ -209,8 +199,7 @@ def checked(batch: pa.Table) -> pa.Table:
     keys, values = batch.column("key").combine_chunks(), batch.column("value").combine_chunks()
     key = read(keys, _KEY_LAYOUT, ("group",), heads=_KEY_HEADS)
     control = _column(batch, "is_control")
-    control = (np.zeros(batch.num_rows, bool) if control is None
-               else np.asarray(pc.fill_null(control, False).to_numpy(zero_copy_only=False), dtype=bool))
+    control = np.zeros(batch.num_rows, bool) if control is None else _mask(control)
     native = key.ok & (_is_null(values) | proven(values, _VALUE_LAYOUT)) & ~control
     head = pc.binary_slice(keys, 0, 2)
     types = np.zeros(batch.num_rows, np.int16)
