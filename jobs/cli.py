@@ -129,18 +129,25 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
     cfg = RebuildConfig.build(**options)  # every check that needs no Spark, before the pipeline's slow imports
 
     from jobs.pipeline import run
-    from jobs.session import get_spark
+    from jobs.session import get_spark, starts_local_jvm
     from jobs.sources import input_bytes
+    from jobs.sources.early_reduction import EarlyReduction
     from jobs.sources.tasks import task_errors
 
     size = input_bytes(cfg.source)  # before the JVM starts: a small input gets a JVM that compiles less
-    spark = get_spark(cfg.catalog.folder if cfg.catalog else None, size)
-    if cfg.catalog:
-        from jobs.catalog import check_catalog
+    # A local dump's reduction needs no JVM: it starts now, and runs while the JVM starts.
+    early = EarlyReduction.start(cfg.source, cfg.as_of, cfg.output, starts_local_jvm())
+    try:
+        spark = get_spark(cfg.catalog.folder if cfg.catalog else None, size, reduced=early is not None)
+        if cfg.catalog:
+            from jobs.catalog import check_catalog
 
-        check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)  # before any table changes
-    with task_errors():  # a failed Kafka read task: its one line, not Spark's error text
-        summary = run(spark, cfg, size)
+            check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)  # before any table changes
+        with task_errors():  # a failed source task (Kafka, a dump's row group): its one line, not Spark's error
+            summary = run(spark, cfg, size, early)
+    finally:
+        if early is not None:
+            early.close()
     if cfg.catalog:
         from jobs.catalog import register_catalog
 

@@ -63,7 +63,7 @@ def snapshot_series(history: DataFrame, as_of: datetime | None) -> DataFrame:
     known = history if as_of is None else history.where(F.col("observed_at") <= F.lit(as_of).cast("timestamp"))
     optional = [F.col(c) if c in history.columns else F.lit(None).cast(_TYPES[c]).alias(c) for c in _TYPES]
     return known.groupBy(*TOPIC_PARTITION).agg(
-        F.array_sort(F.collect_list(F.struct("observed_at", "log_end_offset", *optional))).alias("snapshots"))
+        F.sort_array(F.collect_list(F.struct("observed_at", "log_end_offset", *optional))).alias("snapshots"))
 
 
 def newest(snapshots: Column) -> Column:

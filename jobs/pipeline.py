@@ -27,7 +27,8 @@ from jobs.status import STATUS_WINDOW, group_status, recent_commits
 from jobs.session import sized_for
 from jobs.sources import input_bytes, read_source
 from jobs.sources.end_offsets import is_live, live_cluster, live_end_offsets, read_end_offsets
-from jobs.sources.reduced_dump import DumpTasks
+from jobs.sources.early_reduction import EarlyReduction
+from jobs.sources.reduced_dump import TASK_SPANS, DumpTasks
 from jobs.sources.topic_ids import read_topic_ids
 from jobs.tables import TABLES, spark_schema
 from jobs.types import ms_to_timestamp
@@ -193,24 +194,26 @@ def _family(name: str) -> str | None:
     return next((rt.group_family for rt in REGISTRY.values() if rt.name == name), None)
 
 
-def run(spark: SparkSession, cfg: RebuildConfig, source_bytes: int | None = None) -> dict[str, Any]:
+def run(spark: SparkSession, cfg: RebuildConfig, source_bytes: int | None = None,
+        early: EarlyReduction | None = None) -> dict[str, Any]:
     """Read, rebuild and write every table; returns the run summary (the CLI prints it as JSON).
 
-    `source_bytes`: the size of the source (jobs.sources.input_bytes), when the caller has measured it."""
+    `source_bytes`: the size of the source (jobs.sources.input_bytes), when the caller has measured it; `early`:
+    the source's reduction, started before Spark (jobs.sources.early_reduction)."""
     with sized_for(spark, input_bytes(cfg.source) if source_bytes is None else source_bytes):
-        return _run(spark, cfg)
+        return _run(spark, cfg, early)
 
 
-def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
+def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) -> dict[str, Any]:
     started = time.monotonic()
     # Live end offsets (--end-offsets kafka[:HOST:PORT]) are fetched after the rebuild, for its committed offsets.
     live_ends = live_cluster(cfg.end_offsets, cfg.source, cfg.kafka) if cfg.end_offsets and is_live(cfg.end_offsets) else None
-    source = read_source(spark, cfg.source, cfg.kafka)
+    source = read_source(spark, cfg.source, cfg.kafka, early)
     end_offsets = read_end_offsets(spark, cfg.end_offsets) if cfg.end_offsets and live_ends is None else None
     # Modern groups' assignments name topics by id; classic groups and offset commits name them directly.
     topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
     topic_id_frame = spark.createDataFrame(sorted(topic_ids.items()), "topic_id string, topic string") if topic_ids else None
-    sink = TableSink(spark, cfg.output, snapshots=cfg.snapshot)
+    sink = TableSink(spark, cfg.output, snapshots=cfg.snapshot, staging=early.staging if early else None)
     work = SparkWork(spark, f"offsetlake rebuild {cfg.source}")
     try:
         log.info("reading %s", cfg.source)
@@ -261,6 +264,8 @@ def _run(spark: SparkSession, cfg: RebuildConfig) -> dict[str, Any]:
         damage = _segment_damage(sink)
         written = sink.commit(as_of, str(cfg.source))
     except BaseException:
+        if early is not None:  # its workers may still be writing into the staging area
+            early.close()
         sink.discard()
         raise
     finally:
@@ -301,7 +306,7 @@ def _reduced_by_tasks(tasks: DumpTasks | None, sink: TableSink) -> Callable[[dat
     transactional commits too (the history's tasks read them from the dump themselves)."""
     if tasks is None:
         return None
-    return lambda as_of: tasks.reduced_log(as_of, sink.pin, sink.pinned("task_spans"))
+    return lambda as_of: tasks.reduced_log(as_of, sink.pin, sink.pinned(TASK_SPANS))
 
 
 def _history_tasks(tasks: DumpTasks, as_of: datetime, sink: TableSink, status_window: int) -> HistoryTasks:

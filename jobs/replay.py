@@ -229,9 +229,9 @@ def modern_members(members: DataFrame, names: DataFrame, topologies: DataFrame) 
     exploded = partitions("assigned", False).unionByName(partitions("pending_revocation", True))
     named = name_partitions(exploded, names, topologies, MEMBER_KEY + ["assignment_epoch", "pending_revocation"])
     assigned = named.groupBy(*MEMBER_KEY).agg(
-        F.array_sort(F.collect_list(F.when(~F.col("pending_revocation"), F.struct("topic", "partition", "topic_id"))))
+        F.sort_array(F.collect_list(F.when(~F.col("pending_revocation"), F.struct("topic", "partition", "topic_id"))))
         .alias("assigned_partitions"),
-        F.array_sort(F.collect_list(F.struct("topic", "partition", "topic_id", "assignment_epoch", "pending_revocation")))
+        F.sort_array(F.collect_list(F.struct("topic", "partition", "topic_id", "assignment_epoch", "pending_revocation")))
         .alias("current_assignment_detail"),
     )
     no_partitions = F.array().cast("array<struct<topic:string,partition:int,topic_id:string>>")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -31,14 +32,15 @@ _spark_log: Path | None = None  # the local JVM's output, when this process star
 _keep_spark_log = False
 
 
-def get_spark(catalog: Path | None = None, input_bytes: int | None = None) -> SparkSession:
+def get_spark(catalog: Path | None = None, input_bytes: int | None = None, reduced: bool = False) -> SparkSession:
     """Return the active session (spark-submit, Databricks) or start a local one from conf/.
 
     Settings already given by the launcher win over conf/offsetlake.toml: the builder only fills gaps.
     `catalog`: a folder for Spark's Hive catalog in an embedded Derby database (jobs.catalog), used when this
     process builds the session and the launcher configured no catalog or metastore. `input_bytes`: the size
-    of the input this process will read, when known (jobs.sources.input_bytes): it decides how a JVM this
-    process starts compiles (`compile_settings`).
+    of the input this process will read, when known (jobs.sources.input_bytes), and `reduced`: whether it is
+    reduced before the JVM reads it (jobs.sources.early_reduction): they decide how a JVM this process starts
+    compiles (`compile_settings`).
     """
     from pyspark import SparkConf, SparkContext
 
@@ -57,7 +59,7 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None) -> Sp
     # Spark Connect server: this process starts it, and chooses how it compiles.
     launcher = "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ
     starts_jvm = not launcher and SparkContext._gateway is None  # noqa: SLF001
-    jvm_flags, compiling = compile_settings(input_bytes) if starts_jvm else ([], {})
+    jvm_flags, compiling = compile_settings(input_bytes, reduced) if starts_jvm else ([], {})
     settings = {**defaults()["spark"], **compiling}
     log4j = CONF_DIR / "log4j2.properties"
     if starts_jvm:  # Spark's classes from this machine's class-data archive (jobs.jvm_archive)
@@ -81,6 +83,21 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None) -> Sp
     shown = _spark_log is not None or log.isEnabledFor(logging.DEBUG)
     spark.sparkContext.setLogLevel("WARN" if shown else "FATAL")
     return spark
+
+
+def starts_local_jvm() -> int | None:
+    """The cores of the local master that `get_spark` would start its own JVM for (conf/offsetlake.toml's
+    `local`, `local[N]` or `local[*]`), known before it starts; None when a launcher, a Spark Connect server or
+    an earlier session owns the JVM, or the master is a cluster's."""
+    from pyspark import SparkContext
+
+    if "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ or SparkContext._gateway is not None:  # noqa: SLF001
+        return None
+    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", defaults()["spark"].get("spark.master", ""))
+    if match is None:
+        return None
+    threads = match.group(1) or "1"
+    return len(os.sched_getaffinity(0)) if threads == "*" else int(threads)
 
 
 def _tuned(spark: SparkSession) -> SparkSession:
@@ -111,23 +128,26 @@ def is_small(input_bytes: int | None) -> bool:
 QUICK_COMPILER_BYTES = 32 << 20
 
 
-def compile_settings(input_bytes: int | None) -> tuple[list[str], dict[str, str]]:
+def compile_settings(input_bytes: int | None, reduced: bool = False) -> tuple[list[str], dict[str, str]]:
     """(JVM flags, Spark settings): how a JVM this process starts compiles Java, by the size of the input
-    (None: unknown, as a large one).
+    (None: unknown, as a large one) and whether it is `reduced` before the JVM reads it.
 
     HotSpot compiles hot methods twice, quickly (C1) and then well (C2). Most of a rebuild's JVM work below a
     few million records is Spark's own code (planning, Janino, scheduling) warming up, and C2's compiler
     thread spends seconds on it, a core that a two-core machine lacks: below QUICK_COMPILER_BYTES, C1 only
     (whole processes, 1M records without history: 22 s instead of 28 s; 295 records: 18.6 s instead of 22.1 s).
-    Above it the rows win C2 back (5M records with history: C1 only is 1.04x slower; 20M: 1.09x). Every input
-    that is not small (`is_small`) also compiles methods over 8000 bytes of bytecode, which the JVM otherwise
+    Above it the rows win C2 back (5M records with history: C1 only is 1.04x slower; 20M: 1.09x), unless the
+    dump is `reduced` by tasks before the JVM sees it: then the JVM's rows are about one per key whatever the
+    dump's size, and C2 only compiles Spark's own code (20M records: 30 of the run's 71 CPU seconds): C1 only
+    (whole processes, 3 pairs: 0.83x without history, 0.84x with it). Every input that is not small
+    (`is_small`) also compiles methods over 8000 bytes of bytecode, which the JVM otherwise
     leaves interpreted, so Spark's whole-stage methods may keep their default size (conf/offsetlake.toml lowers
     hugeMethodLimit for JVMs offsetlake does not start). Measured on 20M records: 154 s instead of 171 s.
     C1 alone would also shrink the code cache to 48 MB (HotSpot's "client" default), which those methods fill:
     a 150k-record rebuild died with "Out of space in CodeCache"; it keeps the tiered default, 240 MB.
     """
     quick = (["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
-             if input_bytes is not None and input_bytes < QUICK_COMPILER_BYTES else [])
+             if reduced or (input_bytes is not None and input_bytes < QUICK_COMPILER_BYTES) else [])
     if is_small(input_bytes):
         return quick, {}
     return ["-XX:-DontCompileHugeMethods", *quick], {"spark.sql.codegen.hugeMethodLimit": "65535"}

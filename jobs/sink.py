@@ -48,15 +48,26 @@ def delta_engine(spark: SparkSession) -> str:
     return "spark" if has_jvm_class(spark, DELTA_JVM_CLASS) else "delta-rs"
 
 
+def new_staging(output: Path) -> Path:
+    """A new run's staging area under `output` (created when something is written there)."""
+    return output / STAGING_DIR / uuid.uuid4().hex
+
+
+def pinned(staging: Path, name: str) -> Path:
+    """Where state pinned as `name` (TableSink.pin) lives in the staging area `staging`."""
+    return staging / "_state" / name
+
+
 class TableSink:
     """Stage tables, then replace them all: `stage(name, df)` for each table, then `commit()`."""
 
-    def __init__(self, spark: SparkSession, output: Path, engine: str | None = None, snapshots: bool = False) -> None:
+    def __init__(self, spark: SparkSession, output: Path, engine: str | None = None, snapshots: bool = False,
+                 staging: Path | None = None) -> None:
         self.spark = spark
         self.output = output
         self.engine = engine or delta_engine(spark)
         self.snapshots = snapshots  # also write the state tables to DIR/snapshots/<table> (--snapshot)
-        self.staging = output / STAGING_DIR / uuid.uuid4().hex
+        self.staging = staging or new_staging(output)  # given: work started before Spark writes there
         self.rows: dict[str, int] = {}
 
     def stage(self, table: str, df: DataFrame | None) -> None:
@@ -95,7 +106,7 @@ class TableSink:
 
     def pinned(self, name: str) -> Path:
         """Where `pin(name, ...)` wrote its files."""
-        return self.staging / "_state" / name
+        return pinned(self.staging, name)
 
     def commit(self, as_of: datetime | None = None, source: str | None = None) -> dict[str, str]:
         """Replace every staged table (and with snapshots, this as_of's partition of each snapshot table), then

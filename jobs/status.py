@@ -47,10 +47,15 @@ def group_status(commits: DataFrame, history: DataFrame | None, as_of: datetime,
         series = windows.withColumn("snapshots", F.lit(None).cast(SNAPSHOTS_TYPE))
     else:
         series = windows.join(snapshot_series(history, as_of), TOPIC_PARTITION, "left")
-    # In steps: each step's arrays are computed once, not once per rule that reads them.
+    # In steps: each step's arrays are computed once, not once per rule that reads them (higher-order functions
+    # run interpreted, per element).
     judged = series.withColumn("window", with_lags(F.col("window"), F.col("snapshots"))).withColumn(
-        "current_lag", current(F.col("window"), F.col("snapshots")))
-    verdict = partition_status(F.col("window"), F.col("snapshots"), F.col("current_lag"), at, window, allowed_lag)
+        "current_lag", current(F.col("window"), F.col("snapshots"))).withColumns({
+            "window_offsets": F.transform("window", lambda c: c.committed_offset),
+            "window_lags": F.transform("window", lambda c: c.lag)}).withColumn(
+        "known_lags", F.filter("window_lags", lambda lag: lag.isNotNull()))
+    verdict = partition_status(F.col("window"), F.col("snapshots"), F.col("current_lag"), at, window, allowed_lag,
+                               F.col("window_offsets"), F.col("known_lags"))
     w = F.col("window")
     last = F.try_element_at(w, F.lit(-1))
     rows = judged.withColumn("_verdict", verdict).select(
@@ -64,8 +69,8 @@ def group_status(commits: DataFrame, history: DataFrame | None, as_of: datetime,
         at.alias("as_of"),
         "current_lag",
         (F.size(w) / F.lit(window)).alias("complete"),  # Burrow's Complete: how full the window is
-        F.transform(w, lambda c: c.committed_offset).alias("window_offsets"),
-        F.transform(w, lambda c: c.lag).alias("window_lags"),
+        "window_offsets",
+        "window_lags",
     )
     to_group = F.create_map(*[F.lit(v) for pair in GROUP_STATUS.items() for v in pair])
     levels = F.array(*map(F.lit, GROUP_LEVELS))
@@ -96,11 +101,13 @@ def commit_windows(commits: DataFrame, as_of: datetime, window: int) -> DataFram
     point = F.struct(order.alias("order"), F.coalesce("commit_timestamp", "record_timestamp").alias("committed_at"),
                      F.col("committed_offset"))
     per_offset = applied.groupBy(*GROUP_PARTITION).agg(
-        F.array_sort(F.collect_list(F.when(F.col("kind") == "commit", point))).alias("commits"),  # nulls skipped
+        F.sort_array(F.collect_list(F.when(F.col("kind") == "commit", point))).alias("commits"),  # nulls skipped
         F.max(F.when(F.col("kind") == "delete", order)).alias("last_delete"))
-    live = F.filter("commits", lambda c: F.col("last_delete").isNull() | (c.order > F.col("last_delete")))
-    recent = F.slice(live, F.greatest(F.size(live) - window + 1, F.lit(1)), window)
-    return per_offset.select(*GROUP_PARTITION, recent.alias("window")).where(F.size("window") > 0)
+    # Most offsets were never deleted: their commits are all live, without a filter's per-element lambda.
+    live = per_offset.withColumn("live", F.when(F.col("last_delete").isNull(), F.col("commits")).otherwise(
+        F.filter("commits", lambda c: c.order > F.col("last_delete"))))
+    recent = F.slice("live", F.greatest(F.size("live") - window + 1, F.lit(1)), window)
+    return live.select(*GROUP_PARTITION, recent.alias("window")).where(F.size("window") > 0)
 
 
 def with_lags(window: Column, snapshots: Column) -> Column:
@@ -141,11 +148,10 @@ DECISIONS = (
 
 
 def partition_status(window: Column, snapshots: Column, current_lag: Column, at: Column, intervals: int,
-                     allowed_lag: int) -> Column:
-    """The 1-based index in DECISIONS of one partition's verdict, from its commit window (with_lags), end-offset
-    snapshots and current lag: calculatePartitionStatus's checks in its order, the first that holds decides."""
-    lags = F.transform(window, lambda c: c.lag)
-    offsets = F.transform(window, lambda c: c.committed_offset)
+                     allowed_lag: int, offsets: Column, known: Column) -> Column:
+    """The 1-based index in DECISIONS of one partition's verdict, from its commit window (with_lags), the
+    window's committed offsets and its lags that are known (arrays), end-offset snapshots and current lag:
+    calculatePartitionStatus's checks in its order, the first that holds decides."""
     n = F.size(window)
     first, last = F.try_element_at(window, F.lit(1)), F.try_element_at(window, F.lit(-1))
 
@@ -165,7 +171,6 @@ def partition_status(window: Column, snapshots: Column, current_lag: Column, at:
     recovered = F.exists(F.slice(offsets, rewind_at + 1, n - rewind_at),
                          lambda o: o >= F.element_at(offsets, F.greatest(rewind_at, F.lit(1))))
     # Rule 1 (isLagAlwaysNotZero) over the lags known; rule 4 (checkIfOffsetsStalled); rule 5 (checkIfLagNotDecreasing).
-    known = F.filter(lags, lambda lag: lag.isNotNull())
     k = F.size(known)
     known_pairs = F.greatest(k - 1, F.lit(0))
     not_decreasing = F.forall(F.zip_with(F.slice(known, 1, known_pairs), F.slice(known, 2, known_pairs),

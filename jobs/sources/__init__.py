@@ -13,6 +13,7 @@ from jobs.raw import normalise
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from jobs.sources.early_reduction import EarlyReduction
     from jobs.sources.reduced_dump import DumpTasks
 
 
@@ -63,13 +64,17 @@ def input_bytes(source: SourceSpec) -> int | None:
     return None
 
 
-def read_source(spark: SparkSession, source: SourceSpec, kafka: KafkaOptions | None = None) -> SourceRead:
-    """Read raw offsets-topic records from `source` (`kafka` configures a live cluster source)."""
+def read_source(spark: SparkSession, source: SourceSpec, kafka: KafkaOptions | None = None,
+                early: EarlyReduction | None = None) -> SourceRead:
+    """Read raw offsets-topic records from `source` (`kafka` configures a live cluster source; `early`: its
+    reduction, started before Spark)."""
     if source.kind == "parquet":
         from jobs.sources.parquet import read_parquet
         from jobs.sources.reduced_dump import DumpTasks, plan_dump
 
         records = normalise(read_parquet(spark, source.location), str(source))
+        if early is not None:
+            return SourceRead(records, tasks=DumpTasks(spark, early.plan, early))
         # Tasks read the dump's files with pyarrow, so only where they run on this machine (local mode).
         context = spark.sparkContext
         plan = plan_dump(source.location, context.defaultParallelism) if context.master.startswith("local") else None

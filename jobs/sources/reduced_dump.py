@@ -30,6 +30,8 @@ from jobs.sources.tasks import BATCH_FIELDS, RAW_FIELDS, task_error
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from jobs.sources.early_reduction import EarlyReduction
+
 # Compressed bytes of row groups per task, at most. Each task's output is about one row per key, so fewer,
 # larger tasks send Spark fewer rows; a task's memory is bounded by its keys either way (FOLD_ROWS).
 TASK_BYTES = 256 << 20
@@ -42,6 +44,9 @@ MIN_BYTES = 1 << 20
 # Records per task of the history's pass (DumpTasks.offset_history), at most: such a task holds every plain
 # commit of its keys at once (about 300 bytes each while it sorts them: jobs.task_history).
 HISTORY_TASK_RECORDS = 10_000_000
+# What the run pins the reducing tasks' rows and spans as (jobs.pipeline), in its staging area.
+PARTIAL_LOG = "partial_log"
+TASK_SPANS = "task_spans"
 # The columns the reduction and the replay read, typed as a source task yields them (jobs.sources.tasks).
 COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
 _TYPES = dict(RAW_FIELDS + BATCH_FIELDS)
@@ -114,13 +119,17 @@ class DumpTasks:
 
     spark: SparkSession
     plan: DumpPlan
+    early: EarlyReduction | None = None  # the same tasks, started before Spark (jobs.sources.early_reduction)
 
     def reduced_log(self, as_of: datetime | None, pin: Callable[[str, DataFrame], DataFrame],
                     spans: Path | None = None) -> DataFrame:
         """The dump reduced by its tasks (`reduced`), pinned with `pin`. `spans`: a folder: the tasks fold
         transactional commits too, which holds when their spans are disjoint (`spans_disjoint`); when they are
         not, the dump is reduced again without."""
-        partial = pin("partial_log", self.reduced(as_of, spans))
+        if self.early is not None and spans is not None:
+            partial = self.early.reduced_log(self.spark, as_of, spans)
+        else:
+            partial = pin(PARTIAL_LOG, self.reduced(as_of, spans))
         if spans is None or spans_disjoint(spans):
             return partial
         log.warning("a coordinator partition's records are spread over several tasks' row groups: the dump is "
@@ -134,20 +143,14 @@ class DumpTasks:
         partition (JSON)."""
         tasks = [json.dumps([index, task]) for index, task in enumerate(self.plan.tasks)]
         columns = list(self.plan.columns)
-        as_of_us = _micros(as_of)
+        as_of_us = micros(as_of)
         folder = None if spans is None else str(spans)
 
         def run(task: str) -> Iterator[Any]:
-            from jobs.partial_reduce import reduce_batches
-
             index, groups = json.loads(task)
-            seen: dict[int, list[int]] | None = None if folder is None else {}
-            yield from reduce_batches(read_row_groups(groups, columns), as_of_us, seen)
-            if folder is not None:  # named by task: a retried task replaces its file
-                Path(folder).mkdir(parents=True, exist_ok=True)
-                (Path(folder) / f"task-{index:05d}.json").write_text(json.dumps(seen))
+            return reduce_task(index, groups, columns, as_of_us, folder)
 
-        return self._tasks(tasks, run, _arrow_schema(columns))
+        return self._tasks(tasks, run, reduced_schema(columns))
 
     def offset_history(self, as_of: datetime | None, keys: DataFrame, out: Path, recent: int | None = None
                        ) -> DataFrame:
@@ -168,7 +171,7 @@ class DumpTasks:
         count = self.plan.history_tasks
         every = tuple((path, groups) for task in self.plan.tasks for path, groups in task)
         columns = list(self.plan.columns)
-        as_of_us = _micros(as_of)
+        as_of_us = micros(as_of)
         target, schema = str(out), arrow_schema("offset_commits")
 
         def run(task: str) -> Iterator[Any]:
@@ -193,6 +196,20 @@ class DumpTasks:
         return named.mapInArrow(each, from_arrow_schema(schema))
 
 
+def reduce_task(index: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str], as_of_us: int | None,
+                spans: str | None) -> Iterator[Any]:
+    """Reducing task `index` (DumpTasks.reduced, jobs.sources.early_reduction): its row groups reduced, as Arrow
+    tables (jobs.partial_reduce.reduce_batches); `spans`: a folder: it also folds transactional commits, and
+    writes there the span of its transactional records per coordinator partition (`spans_disjoint`)."""
+    from jobs.partial_reduce import reduce_batches
+
+    seen: dict[int, list[int]] | None = None if spans is None else {}
+    yield from reduce_batches(read_row_groups(groups, columns), as_of_us, seen)
+    if spans is not None:  # named by task: a retried task replaces its file
+        Path(spans).mkdir(parents=True, exist_ok=True)
+        (Path(spans) / f"task-{index:05d}.json").write_text(json.dumps(seen))
+
+
 def spans_disjoint(folder: Path) -> bool:
     """The tasks' spans (`DumpTasks.reduced`) of each coordinator partition do not overlap: every record of a
     coordinator partition between two of a task's records is that task's."""
@@ -207,11 +224,11 @@ def spans_disjoint(folder: Path) -> bool:
     return True
 
 
-def _micros(moment: datetime | None) -> int | None:
+def micros(moment: datetime | None) -> int | None:
     return None if moment is None else (moment - _EPOCH) // timedelta(microseconds=1)
 
 
-def _arrow_schema(columns: list[str]) -> Any:
+def reduced_schema(columns: list[str]) -> Any:
     """What a reducing task yields: the dump's columns, typed as a source task yields them, then PARTIAL_FIELDS and
     CHECK_FIELDS."""
     import pyarrow as pa
@@ -227,7 +244,7 @@ def read_row_groups(groups: Iterable[tuple[str, Iterable[int]]], columns: list[s
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    typed = _arrow_schema(columns)
+    typed = reduced_schema(columns)
     for path, row_groups in groups:
         dump = None
         for group in row_groups:

@@ -327,9 +327,10 @@ def test_a_run_through_the_tasks_writes_the_tables_spark_alone_writes(spark, tmp
 
 def test_without_history_the_tasks_fold_transactions_and_the_state_is_spark_alones(spark, tmp_path, monkeypatch,
                                                                                    caplog):
-    """A run without the history: its dump reduced by Spark; by its tasks, which fold transactional commits; and,
-    its rows shuffled (a coordinator partition's markers in every task), by its tasks again, which then find
-    their spans overlapping and reduce it again without folding. The state, the quarantine and the counts the
+    """A run without the history: its dump reduced by Spark; by its tasks, which fold transactional commits,
+    started before the run as the command line starts them (jobs.sources.early_reduction); and, its rows
+    shuffled (a coordinator partition's markers in every task), by its tasks again, which then find their spans
+    overlapping, so Spark's tasks reduce it again without folding. The state, the quarantine and the counts the
     same each time."""
     from deltalake import DeltaTable
 
@@ -337,6 +338,7 @@ def test_without_history_the_tasks_fold_transactions_and_the_state_is_spark_alon
     from jobs.config import RebuildConfig
     from jobs.pipeline import run
     from jobs.sample import write_sample
+    from jobs.sources.early_reduction import EarlyReduction
 
     write_sample(tmp_path / "dump", 3000, seed=5)
     table = pq.read_table(tmp_path / "dump")
@@ -361,7 +363,10 @@ def test_without_history_the_tasks_fold_transactions_and_the_state_is_spark_alon
                                   ("shuffled", "shuffled", 0)):
         monkeypatch.setattr(reduced_dump, "MIN_BYTES", min_bytes)
         caplog.clear()
-        summary = run(spark, RebuildConfig.build(f"parquet:{tmp_path / dump}", str(tmp_path / name), no_history=True))
+        cfg = RebuildConfig.build(f"parquet:{tmp_path / dump}", str(tmp_path / name), no_history=True)
+        early = EarlyReduction.start(cfg.source, cfg.as_of, cfg.output, 2)
+        assert (early is None) == (name == "by_spark")
+        summary = run(spark, cfg, early=early)
         warned.append("reduced again" in caplog.text)
         counts.append({k: summary[k] for k in ("records_read", "records_quarantined", "transactional_records",
                                                 "records_by_type", "pending_transactions", "committed_offsets")})
@@ -419,19 +424,27 @@ def _damaged_dump(path) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_a_damaged_row_group_is_named_in_one_line(tmp_path):
+def test_a_damaged_row_group_is_named_in_one_line(tmp_path, monkeypatch):
     """A data page that does not decompress fails the task with the file and row group, which the CLI prints
-    as its one-line error (jobs.sources.tasks.task_errors), not Spark's report."""
+    as its one-line error (jobs.sources.tasks.task_errors), not Spark's report; also when the task ran in a
+    worker started before Spark (jobs.sources.early_reduction)."""
+    import jobs.sources.reduced_dump as reduced_dump
+    from jobs.config import SourceSpec
     from jobs.errors import BadInput
-    from jobs.sources.reduced_dump import COLUMNS, read_row_groups
+    from jobs.sources.early_reduction import EarlyReduction
     from jobs.sources.tasks import task_errors
 
     path = tmp_path / "dump.parquet"
     _damaged_dump(path)
-    columns = [c for c in COLUMNS if c in pq.read_schema(path).names]
+    columns = [c for c in reduced_dump.COLUMNS if c in pq.read_schema(path).names]
     with pytest.raises(BadInput, match=rf"{path}: cannot read row group 1 \("):
         with task_errors():
-            list(read_row_groups(((str(path), (0, 1)),), columns))
+            list(reduced_dump.read_row_groups(((str(path), (0, 1)),), columns))
+    monkeypatch.setattr(reduced_dump, "MIN_BYTES", 0)
+    early = EarlyReduction.start(SourceSpec("parquet", str(path)), None, tmp_path / "out", 2)
+    with pytest.raises(BadInput, match=rf"^--source parquet: {path}: cannot read row group 1 \("):
+        with task_errors():
+            early.reduced_log(None, None, early.spans)  # the task's failure, before Spark is asked for anything
 
 
 def test_a_damaged_page_spark_reads_is_named_in_one_line(spark, tmp_path):

@@ -42,3 +42,33 @@ def test_a_large_or_unknown_input_gets_a_jvm_that_compiles_huge_methods():
         # Spark's own hugeMethodLimit again: the JVM compiles whole-stage methods of any size, with both compilers.
         flags, settings = compile_settings(size)
         assert flags == ["-XX:-DontCompileHugeMethods"] and settings == {"spark.sql.codegen.hugeMethodLimit": "65535"}
+
+
+def test_the_cores_of_a_local_jvm_are_known_before_it_starts(monkeypatch):
+    """A local dump's reduction starts before the JVM (jobs.sources.early_reduction) only when this process will
+    start a local JVM of its own: it needs the master's cores, and no launcher or running JVM owns the work."""
+    import os
+
+    import jobs.session as session
+    from pyspark import SparkContext
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    monkeypatch.setattr(SparkContext, "_gateway", None)
+    for master, cores in (("local[*]", len(os.sched_getaffinity(0))), ("local[3]", 3), ("local", 1),
+                          ("local[2,4]", 2), ("spark://host:7077", None), ("yarn", None)):
+        monkeypatch.setattr(session, "defaults", lambda master=master: {"spark": {"spark.master": master}})
+        assert session.starts_local_jvm() == cores, master
+    monkeypatch.setattr(session, "defaults", lambda: {"spark": {"spark.master": "local[*]"}})
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "4040")  # spark-submit's JVM
+    assert session.starts_local_jvm() is None
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT")
+    monkeypatch.setattr(SparkContext, "_gateway", object())  # a session this process already runs
+    assert session.starts_local_jvm() is None
+
+
+def test_a_dump_reduced_before_the_jvm_gets_the_quick_compiler_whatever_its_size():
+    """Its tasks leave the JVM about a row per key (jobs.sources.early_reduction): C2 would only compile Spark."""
+    for size in (QUICK_COMPILER_BYTES, 10 * QUICK_COMPILER_BYTES):
+        assert compile_settings(size, reduced=True) == (["-XX:-DontCompileHugeMethods", *QUICK],
+                                                        {"spark.sql.codegen.hugeMethodLimit": "65535"})
