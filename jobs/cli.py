@@ -136,7 +136,7 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
 
     size = input_bytes(cfg.source)  # before the JVM starts: a small input gets a JVM that compiles less
     # A local dump's reduction needs no JVM: it starts now, and runs while the JVM starts.
-    early = EarlyReduction.start(cfg.source, cfg.as_of, cfg.output, starts_local_jvm())
+    early = EarlyReduction.start(cfg.source, cfg.as_of, cfg.output, starts_local_jvm(), cfg.history)
     try:
         spark = get_spark(cfg.catalog.folder if cfg.catalog else None, size, reduced=early is not None)
         if cfg.catalog:

@@ -23,7 +23,7 @@ when every earlier applied record on its key is older than it.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -39,32 +39,43 @@ APPLIED = ["coordinator_partition", "offset_key", "record_offset", "source_recor
            "producer_id", "committed_offset", "leader_epoch", "metadata", "commit_timestamp_ms"]
 KEY = ["coordinator_partition", "offset_key"]
 # A source's tasks that finish the history of some keys (jobs.sources.reduced_dump.DumpTasks.offset_history):
-# given the named keys (offset_keys), they write the rows of the keys that are not `whole` and give the applied
-# records they read of those that are. The frame they return is computed once (pinned).
-HistoryTasks = Callable[[DataFrame], DataFrame]
+# given the named keys (offset_keys), they start; they write the rows of the keys that are not `whole`, and the
+# function they return gives the applied records they read of those that are, computed once (pinned), once
+# they have finished.
+HistoryTasks = Callable[[DataFrame], Callable[[], DataFrame]]
+
+
+class StartedTasks(NamedTuple):
+    """History tasks started on the reduced log's keys (`start_history_tasks`)."""
+
+    keys: DataFrame  # offset_keys, pinned
+    whole_key_commits: Callable[[], DataFrame]  # the tasks' frame, once they have finished
+
+
+def start_history_tasks(valid: DataFrame, tasks: HistoryTasks, pin: Callable[[str, DataFrame], DataFrame]
+                        ) -> StartedTasks:
+    """Start the source's tasks on the keys of `valid` (the reduced log, as offset_commits reads it), pinned with
+    `pin`: before the replay, so that tasks running outside Spark (jobs.sources.early_reduction) overlap it."""
+    keys = pin("offset_keys", offset_keys(valid))
+    return StartedTasks(keys, tasks(keys))
 
 
 def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: DataFrame | None = None,
-                   fates: DataFrame | None = None, tasks: HistoryTasks | None = None,
-                   pin: Callable[[str, DataFrame], DataFrame] | None = None) -> DataFrame:
+                   fates: DataFrame | None = None, tasks: StartedTasks | None = None) -> DataFrame:
     """The offset_commits table: one row per applied offset record, in application order per key.
 
     `valid`: the checked records the replay reads (valid, at or before as_of): the reduced log (jobs.reduce),
     or a whole checked log; `log`: the whole log (jobs.records.log_records) the reduced log came from, whose
     plain commits are read natively here; `transactions`: the records hold transactional records or markers;
     `fates`: their transactional commits with their fates, when the replay has them (computed here otherwise);
-    `tasks`: the source's tasks finish the keys with no record kept whole they cannot read, and the rows returned
-    are the others' (with the reduced log only); `pin(name, df)`: how the keys and the tasks' output are computed
-    once.
+    `tasks`: the source's tasks, started (`start_history_tasks`): they finish the keys with no record kept whole
+    they cannot read, and the rows returned are the others' (with the reduced log only).
     """
     from_log = log is not None and "reduced" in valid.columns
-    keys = offset_keys(valid)
-    whole_key_commits = None
-    if tasks is not None:
-        if not from_log or pin is None:
-            raise ValueError("a source's tasks finish keys of the reduced log, and need a pin")
-        keys = pin("offset_keys", keys)
-        whole_key_commits = pin("whole_key_commits", tasks(keys))
+    if tasks is not None and not from_log:
+        raise ValueError("a source's tasks finish keys of the reduced log")
+    keys = offset_keys(valid) if tasks is None else tasks.keys
+    whole_key_commits = None if tasks is None else tasks.whole_key_commits()
     if not transactions:
         fates = None
     elif fates is None:

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from jobs.config import RebuildConfig
 from jobs.expiry import apply_expiry
 from jobs.end_offsets_history import end_offsets_history, merge_history
-from jobs.history import HistoryTasks, group_events, offset_commits
+from jobs.history import HistoryTasks, group_events, offset_commits, start_history_tasks
 from jobs.lag import RATE_WINDOW_MS, consumer_lag
 from jobs.metrics import SparkWork, peak_rss_mb
 from jobs.records import check, log_records
@@ -70,6 +70,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
     in_window = F.col("record_timestamp").isNull() | (F.col("record_timestamp") <= F.lit(as_of).cast("timestamp"))
     valid = checked.where(F.col("error").isNull() & in_window)
+    # Started first: tasks that run outside Spark work while the replay does.
+    started = start_history_tasks(valid, history_tasks, pin) if history and history_tasks is not None else None
 
     state = replay(valid, pin, topic_ids, transactions, modern, events=history)
     offsets, pending = state.offsets, state.pending
@@ -92,7 +94,7 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     if end_offsets is not None:  # snapshots up to as_of (one without a timestamp is the snapshot of as_of)
         ends = end_offsets if "observed_at" in end_offsets.columns else end_offsets_history(end_offsets, as_of_col)
     # The commit history grows with the log and lag and status read it: computed once (a table, pinned).
-    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log, state.fates, history_tasks, pin)
+    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log, state.fates, started)
                   ) if history else None
     if ends is None:
         lag = spark.createDataFrame([], spark_schema("consumer_lag"))
@@ -312,7 +314,7 @@ def _reduced_by_tasks(tasks: DumpTasks | None, sink: TableSink) -> Callable[[dat
 def _history_tasks(tasks: DumpTasks, as_of: datetime, sink: TableSink, status_window: int) -> HistoryTasks:
     """The dump's tasks writing offset_commits rows straight into the table's staging folder, beside Spark's;
     the rows group_status reads in files of their own."""
-    return lambda keys: tasks.offset_history(as_of, keys, sink.staged("offset_commits"), status_window)
+    return lambda keys: tasks.offset_history(as_of, keys, sink.staged("offset_commits"), sink.pin, status_window)
 
 
 def _orphan_groups(sink: TableSink) -> list[str]:

@@ -47,6 +47,7 @@ HISTORY_TASK_RECORDS = 10_000_000
 # What the run pins the reducing tasks' rows and spans as (jobs.pipeline), in its staging area.
 PARTIAL_LOG = "partial_log"
 TASK_SPANS = "task_spans"
+WHOLE_KEY_COMMITS = "whole_key_commits"  # and the history tasks' applied records of the keys Spark finishes
 # The columns the reduction and the replay read, typed as a source task yields them (jobs.sources.tasks).
 COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
 _TYPES = dict(RAW_FIELDS + BATCH_FIELDS)
@@ -152,14 +153,16 @@ class DumpTasks:
 
         return self._tasks(tasks, run, reduced_schema(columns))
 
-    def offset_history(self, as_of: datetime | None, keys: DataFrame, out: Path, recent: int | None = None
-                       ) -> DataFrame:
-        """The history's pass (jobs.history.offset_commits): each task reads every row group, keeps the readable
+    def offset_history(self, as_of: datetime | None, keys: DataFrame, out: Path,
+                       pin: Callable[[str, DataFrame], DataFrame], recent: int | None = None
+                       ) -> Callable[[], DataFrame]:
+        """The history's pass (jobs.history.HistoryTasks): each task reads every row group, keeps the readable
         offset records up to as_of of its share of the keys and every marker (history_task), writes the
         offset_commits rows of the keys that are not `whole` among `keys` (jobs.history.offset_keys) as files
-        under `out` (jobs.task_history; `recent`: see write_history), and yields the applied records of the
-        `whole` ones (jobs.partial_reduce.COMMIT_FIELDS).
-        Lazy: the files are written when the frame is computed, which must be once."""
+        under `out` (jobs.task_history; `recent`: see write_history), and gives the applied records of the
+        `whole` ones (jobs.partial_reduce.COMMIT_FIELDS) as WHOLE_KEY_COMMITS, pinned with `pin`.
+        The tasks start now when they run outside Spark (`early`); Spark's run when the function returned is
+        called, which must be once."""
         import pyarrow as pa
 
         from jobs.partial_reduce import COMMIT_FIELDS
@@ -167,17 +170,20 @@ class DumpTasks:
         from jobs.task_history import KEY_FIELDS
 
         named = keys.select([name for name, _ in KEY_FIELDS]).toArrow().cast(pa.schema(KEY_FIELDS))
-        shared = self.spark.sparkContext.broadcast(named)  # sent once per worker, pickled as Arrow IPC
         count = self.plan.history_tasks
         every = tuple((path, groups) for task in self.plan.tasks for path, groups in task)
         columns = list(self.plan.columns)
         as_of_us = micros(as_of)
         target, schema = str(out), arrow_schema("offset_commits")
+        if self.early is not None and self.early.history:
+            return self.early.offset_history(self.spark, count, every, as_of_us, named, target, schema, recent)
+        shared = self.spark.sparkContext.broadcast(named)  # sent once per worker, pickled as Arrow IPC
 
         def run(task: str) -> Iterator[Any]:
             return history_task(int(task), count, every, columns, as_of_us, shared.value, target, schema, recent)
 
-        return self._tasks([str(i) for i in range(count)], run, pa.schema(COMMIT_FIELDS))
+        frame = self._tasks([str(i) for i in range(count)], run, pa.schema(COMMIT_FIELDS))
+        return lambda: pin(WHOLE_KEY_COMMITS, frame)
 
     def _tasks(self, tasks: list[str], run: Any, schema: Any) -> DataFrame:
         """One Spark task per element of `tasks`: a one-row partition holding it, mapped to the Arrow tables

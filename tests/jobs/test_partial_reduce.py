@@ -243,7 +243,7 @@ def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_i
     only the columns of Spark's Kafka source (no batch metadata) and its timestamps are epoch milliseconds."""
     from pyspark.sql import functions as F
 
-    from jobs.history import offset_commits
+    from jobs.history import offset_commits, start_history_tasks
     from jobs.raw import normalise
     from jobs.records import log_records
     from jobs.reduce import reduce_log
@@ -290,8 +290,10 @@ def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_i
         window = F.col("error").isNull() & (F.col("record_timestamp") <= moment)
         want = conform(offset_commits(by_spark.where(window), moment, True, records), "offset_commits").collect()
         out = tmp_path / f"history-{moment.timestamp()}"
-        rest = offset_commits(folded.where(window), moment, True, records, pin=lambda _name, df: df.cache(),
-                              tasks=lambda keys: tasks.offset_history(as_of, keys, out))
+        cache = lambda _name, df: df.cache()  # noqa: E731
+        started = start_history_tasks(folded.where(window), lambda keys: tasks.offset_history(as_of, keys, out, cache),
+                                      cache)
+        rest = offset_commits(folded.where(window), moment, True, records, tasks=started)
         rest = conform(rest, "offset_commits").collect()
         finished = spark.read.schema(spark_schema("offset_commits")).parquet(str(out)).collect()
         assert len(want) > 1000 and 0 < len(rest) < len(finished)
@@ -300,22 +302,28 @@ def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_i
 
 def test_a_run_through_the_tasks_writes_the_tables_spark_alone_writes(spark, tmp_path, monkeypatch):
     """The whole run (jobs.pipeline.run) on the sample and its end offsets, its dump reduced by Spark, then by
-    its tasks, which also write most of offset_commits straight into the table's staging folder: the history,
-    the lag (its rates read offset_commits) and the state the same."""
+    its tasks, which also write most of offset_commits straight into the table's staging folder, started before
+    the run as the command line starts them, on workers that then run the history's tasks while Spark replays
+    (jobs.sources.early_reduction): the history, the lag (its rates read offset_commits) and the state the
+    same."""
     from deltalake import DeltaTable
 
     import jobs.sources.reduced_dump as reduced_dump
     from jobs.config import RebuildConfig
     from jobs.pipeline import run
     from jobs.sample import write_sample
+    from jobs.sources.early_reduction import EarlyReduction
 
     write_sample(tmp_path / "dump", 3000, seed=5, end_offsets=tmp_path / "ends.txt")
     pq.write_table(pq.read_table(tmp_path / "dump"), tmp_path / "dump" / "part-00000.parquet", row_group_size=500)
     summaries, tables = [], []
     for name, min_bytes in (("by_spark", reduced_dump.MIN_BYTES), ("by_tasks", 0)):
         monkeypatch.setattr(reduced_dump, "MIN_BYTES", min_bytes)
-        summaries.append(run(spark, RebuildConfig.build(f"parquet:{tmp_path / 'dump'}", str(tmp_path / name),
-                                                        end_offsets=str(tmp_path / "ends.txt"))))
+        cfg = RebuildConfig.build(f"parquet:{tmp_path / 'dump'}", str(tmp_path / name),
+                                  end_offsets=str(tmp_path / "ends.txt"))
+        early = EarlyReduction.start(cfg.source, cfg.as_of, cfg.output, 2, history=True)
+        assert (early is None) == (name == "by_spark")
+        summaries.append(run(spark, cfg, early=early))
         tables.append({t: sorted(map(repr, DeltaTable(str(tmp_path / name / t)).to_pyarrow_table().to_pylist()))
                        for t in ("offset_commits", "group_status", "consumer_lag", "committed_offsets",
                                  "group_events")})
