@@ -42,7 +42,7 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None, reduc
     reduced before the JVM reads it (jobs.sources.early_reduction): they decide how a JVM this process starts
     compiles (`compile_settings`).
     """
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf
 
     # Python workers must run the interpreter that has offsets_codec and pyarrow installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -55,10 +55,7 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None, reduc
         # Started by spark-submit: its JVM already holds the --conf values. (Reading SparkConf in a plain
         # Python run would start the JVM before spark.driver.memory could be applied.)
         launcher_conf = {k for k, _ in SparkConf().getAll()}
-    # No JVM yet (pyspark keeps the one it started after a session stops), nor one of a launcher or of a
-    # Spark Connect server: this process starts it, and chooses how it compiles.
-    launcher = "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ
-    starts_jvm = not launcher and SparkContext._gateway is None  # noqa: SLF001
+    starts_jvm = _starts_jvm()  # then this process chooses how its JVM compiles
     jvm_flags, compiling = compile_settings(input_bytes, reduced) if starts_jvm else ([], {})
     settings = {**defaults()["spark"], **compiling}
     log4j = CONF_DIR / "log4j2.properties"
@@ -89,15 +86,22 @@ def starts_local_jvm() -> int | None:
     """The cores of the local master that `get_spark` would start its own JVM for (conf/offsetlake.toml's
     `local`, `local[N]` or `local[*]`), known before it starts; None when a launcher, a Spark Connect server or
     an earlier session owns the JVM, or the master is a cluster's."""
-    from pyspark import SparkContext
-
-    if "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ or SparkContext._gateway is not None:  # noqa: SLF001
+    if not _starts_jvm():
         return None
     match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", defaults()["spark"].get("spark.master", ""))
     if match is None:
         return None
     threads = match.group(1) or "1"
     return len(os.sched_getaffinity(0)) if threads == "*" else int(threads)
+
+
+def _starts_jvm() -> bool:
+    """No JVM yet (pyspark keeps the one it started after a session stops), nor one of a launcher or of a Spark
+    Connect server: a session built now starts its own."""
+    from pyspark import SparkContext
+
+    launcher = "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ
+    return not launcher and SparkContext._gateway is None  # noqa: SLF001
 
 
 def _tuned(spark: SparkSession) -> SparkSession:
