@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from jobs import native
 from jobs.reduce import after, is_plain_offset_record
 from jobs.replay import OFFSET_TYPES, committed_offsets, fates_of, offset_key
+from jobs.tables import spark_schema
 from jobs.transactions import resolve_transactions
 from jobs.types import ms_to_timestamp
 
@@ -41,15 +42,15 @@ KEY = ["coordinator_partition", "offset_key"]
 # A source's tasks that finish the history of some keys (jobs.sources.reduced_dump.DumpTasks.offset_history):
 # given the named keys (offset_keys), they start; they write the rows of the keys that are not `whole`, and the
 # function they return gives the applied records they read of those that are, computed once (pinned), once
-# they have finished.
-HistoryTasks = Callable[[DataFrame], Callable[[], DataFrame]]
+# they have finished (None when no key is whole: the tasks finished them all).
+HistoryTasks = Callable[[DataFrame], Callable[[], DataFrame | None]]
 
 
 class StartedTasks(NamedTuple):
     """History tasks started on the reduced log's keys (`start_history_tasks`)."""
 
     keys: DataFrame  # offset_keys, pinned
-    whole_key_commits: Callable[[], DataFrame]  # the tasks' frame, once they have finished
+    whole_key_commits: Callable[[], DataFrame | None]  # the tasks' frame, once they have finished
 
 
 def start_history_tasks(valid: DataFrame, tasks: HistoryTasks, pin: Callable[[str, DataFrame], DataFrame]
@@ -69,13 +70,16 @@ def offset_commits(valid: DataFrame, as_of: datetime, transactions: bool, log: D
     plain commits are read natively here; `transactions`: the records hold transactional records or markers;
     `fates`: their transactional commits with their fates, when the replay has them (computed here otherwise);
     `tasks`: the source's tasks, started (`start_history_tasks`): they finish the keys with no record kept whole
-    they cannot read, and the rows returned are the others' (with the reduced log only).
+    they cannot read, and the rows returned are the others' (with the reduced log only; none when every key is
+    theirs).
     """
     from_log = log is not None and "reduced" in valid.columns
     if tasks is not None and not from_log:
         raise ValueError("a source's tasks finish keys of the reduced log")
     keys = offset_keys(valid) if tasks is None else tasks.keys
     whole_key_commits = None if tasks is None else tasks.whole_key_commits()
+    if tasks is not None and whole_key_commits is None:  # the tasks finished every key: no row is Spark's
+        return valid.sparkSession.createDataFrame([], spark_schema("offset_commits"))
     if not transactions:
         fates = None
     elif fates is None:

@@ -24,13 +24,13 @@ No Spark import: the functions take and give pyarrow data, and run in a task's P
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.arrow_check import proven, read
+from jobs.arrow_check import BulkRead, proven, read
 from jobs.record_check import verdicts
 from offsets_codec import REGISTRY
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
@@ -80,19 +80,21 @@ def _offset_records(batch: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return rows, no_producer
 
 
-def foldable(batch: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def foldable(batch: pa.Table, fields: tuple[str, ...] = ()
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, BulkRead | None]:
     """Per record: (reducible: a plain offset record (`_offset_records`, written without a producer) whose value
     is null or proven valid (jobs.arrow_check); transactional: a transactional offset commit whose value is
     proven valid, which a task may fold once it knows its fate; readable: an offset record, transactional or
-    not, whose value is null or proven valid)."""
+    not, whose value is null or proven valid), and the values read, with `fields` (None when there is no offset
+    record)."""
     rows, no_producer = _offset_records(batch)
     if not rows.any():
-        return rows, rows, rows
+        return rows, rows, rows, None
     values = batch.column("value")
     null = _is_null(values)
-    valid = proven(values, _VALUE_LAYOUT)
-    readable = rows & (null | valid)
-    return readable & no_producer, readable & ~no_producer & ~null, readable
+    value = read(values, _VALUE_LAYOUT, fields)
+    readable = rows & (null | value.ok)
+    return readable & no_producer, readable & ~no_producer & ~null, readable, value
 
 
 def _is_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -192,6 +194,15 @@ def _fold(tables: list[pa.Table]) -> pa.Table:
     return winners.select(rows.column_names)
 
 
+def combine(tables: list[pa.Table]) -> pa.Table:
+    """Several tasks' rows (`reduce_batches`) as one task's: of the folded rows of each (partition, key,
+    after_as_of, fate), the newest, standing for all their records (jobs.reduce.combine_partials in Spark)."""
+    rows = pa.concat_tables(tables)
+    reduced = rows.column("reduced")
+    folded = rows.filter(reduced)
+    return pa.concat_tables([rows.filter(pc.invert(reduced)), _fold([folded]) if folded.num_rows else folded])
+
+
 def checked(batch: pa.Table) -> pa.Table:
     """`batch` plus CHECK_FIELDS, as jobs.records.check gives them: an offset commit whose key and value (or
     tombstone) jobs.arrow_check proves is read here; every other record by the Python codec (jobs.record_check),
@@ -215,8 +226,8 @@ def checked(batch: pa.Table) -> pa.Table:
     return batch
 
 
-def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None, spans: dict[int, list[int]] | None = None
-                   ) -> Iterator[pa.Table]:
+def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None, spans: dict[int, list[int]] | None = None,
+                   history: Callable[[pa.Table, pa.Table], None] | None = None) -> Iterator[pa.Table]:
     """`batches` (contract columns, timestamp as TIMESTAMP) with PARTIAL_FIELDS and CHECK_FIELDS, reduced: every
     record that is not reducible, as it is; of the reducible ones, the newest per (partition, key, after_as_of).
     Each row is checked (`checked`) after the reduction: the rows folded away never are (jobs.reduce).
@@ -224,7 +235,10 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None, spans: dic
     `spans`: given, the transactional commits up to as_of whose producer's next marker this task holds are
     folded too, the newest per (partition, key, fate) (see the module), and `spans` receives, per coordinator
     partition, the [lowest, highest] offset of the transactional commits and markers the task read: the fates
-    it found are right when no other task's span overlaps its own."""
+    it found are right when no other task's span overlaps its own.
+
+    `history`: given, it receives each batch's readable offset records up to as_of (PLAIN_FIELDS, as
+    `readable_records` gives them: their values are read once, for both) and its markers up to as_of."""
     folding: list[pa.Table] = []
     held = 0
     pending: list[pa.Table] = []  # transactional commits up to as_of, until every marker is seen
@@ -232,17 +246,20 @@ def reduce_batches(batches: Iterable[pa.Table], as_of_us: int | None, spans: dic
     waiting = 0
     for batch in batches:
         late = _late(batch, as_of_us)
-        rows, transactional, readable = foldable(batch)
+        rows, transactional, readable, value = foldable(batch, PLAIN_VALUE_FIELDS if history else ())
         whole = ~rows
+        in_window = ~_mask(late)
+        found_here = markers(batch, in_window) if spans is not None or history is not None else None
+        if history is not None:
+            history(plain_records(batch, readable & in_window, value), found_here)
         if spans is not None:
-            in_window = ~_mask(late)
             if waiting <= TRANSACTIONAL_ROWS:
                 held_back = transactional & in_window
                 if held_back.any():
                     pending.append(_with_partial(batch, late, True, readable).filter(pa.array(held_back)))
                     waiting += pending[-1].num_rows
                     whole &= ~held_back
-            found.append(markers(batch, in_window))  # every one, for the span, even past the limit
+            found.append(found_here)  # every one, for the span, even past the limit
         mask = pa.array(rows)
         if whole.any():
             yield checked(_with_partial(batch, late, False, readable).filter(pa.array(whole)))
@@ -302,6 +319,8 @@ COMMIT_FIELDS = (("coordinator_partition", pa.int32()), ("offset_key", pa.binary
                  ("commit_timestamp_ms", pa.int64()), ("proven", pa.bool_()))
 # What `readable_records` yields: the same, with the record's whole key in place of offset_key (`offset_keys`).
 PLAIN_FIELDS = tuple(("key", pa.binary()) if name == "offset_key" else (name, t) for name, t in COMMIT_FIELDS)
+# The value fields PLAIN_FIELDS hold (jobs.arrow_check.read).
+PLAIN_VALUE_FIELDS = ("offset", "leaderEpoch", "metadata", "commitTimestamp")
 
 
 def readable_records(batches: Iterable[pa.Table], as_of_us: int | None) -> Iterator[pa.Table]:
@@ -313,20 +332,28 @@ def readable_records(batches: Iterable[pa.Table], as_of_us: int | None) -> Itera
         if not rows.any():
             continue
         kept = batch.filter(pa.array(rows))
-        value = read(kept.column("value"), _VALUE_LAYOUT, ("offset", "leaderEpoch", "metadata", "commitTimestamp"))
-        readable = pa.array(_is_null(kept.column("value")) | value.ok)  # as `foldable` says
-        kept = kept.filter(readable)
-        fields = {name: column.filter(readable) for name, column in value.fields.items()}
-        epoch = fields["leaderEpoch"]
-        offsets = kept.column("offset")
-        producer = _column(kept, "producer_id")
-        yield pa.table([
-            kept.column("partition"), kept.column("key"), offsets, offsets, kept.column("timestamp"),
-            pa.array(np.full(kept.num_rows, NO_PRODUCER, np.int64)) if producer is None
-            else pc.fill_null(producer, NO_PRODUCER), fields["offset"],
-            pc.if_else(pc.equal(epoch, -1), pa.scalar(None, pa.int64()), epoch).cast(pa.int32()),
-            fields["metadata"], fields["commitTimestamp"], pa.array(np.ones(kept.num_rows, bool)),
-        ], schema=pa.schema(PLAIN_FIELDS))
+        value = read(kept.column("value"), _VALUE_LAYOUT, PLAIN_VALUE_FIELDS)
+        yield plain_records(kept, _is_null(kept.column("value")) | value.ok, value)
+
+
+def plain_records(batch: pa.Table, readable: np.ndarray, value: BulkRead | None) -> pa.Table:
+    """PLAIN_FIELDS of `batch`'s `readable` rows, `value` being its values read with PLAIN_VALUE_FIELDS (None
+    when none is readable)."""
+    if value is None or not readable.any():
+        return pa.schema(PLAIN_FIELDS).empty_table()
+    keep = pa.array(readable)
+    kept = batch.filter(keep)
+    fields = {name: column.filter(keep) for name, column in value.fields.items()}
+    epoch = fields["leaderEpoch"]
+    offsets = kept.column("offset")
+    producer = _column(kept, "producer_id")
+    return pa.table([
+        kept.column("partition"), kept.column("key"), offsets, offsets, kept.column("timestamp"),
+        pa.array(np.full(kept.num_rows, NO_PRODUCER, np.int64)) if producer is None
+        else pc.fill_null(producer, NO_PRODUCER), fields["offset"],
+        pc.if_else(pc.equal(epoch, -1), pa.scalar(None, pa.int64()), epoch).cast(pa.int32()),
+        fields["metadata"], fields["commitTimestamp"], pa.array(np.ones(kept.num_rows, bool)),
+    ], schema=pa.schema(PLAIN_FIELDS))
 
 
 def applied(records: pa.Table, found: pa.Table) -> tuple[pa.Table, np.ndarray]:

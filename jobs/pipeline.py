@@ -54,7 +54,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
             transactions: bool = True, pin: Callable[[str, DataFrame], DataFrame] | None = None,
             modern: bool = True, history: bool = True, log: DataFrame | None = None,
             rate_window_ms: int = RATE_WINDOW_MS, status_window: int = STATUS_WINDOW,
-            history_tasks: HistoryTasks | None = None) -> dict[str, DataFrame]:
+            history_tasks: HistoryTasks | None = None, ready: Callable[[str, DataFrame], None] | None = None
+            ) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed).
 
     `transactions=False` says the records hold no transactional record or marker, `modern=False` no
@@ -64,7 +65,9 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     (jobs.history.HistoryTasks).
     `end_offsets`: end offsets as read (topic, partition, offset[, timestamp]) or the end-offset history
     (jobs.end_offsets_history). `pin(name, df)` materialises the state several tables read (default:
-    persist it); `run` pins it to files in the sink's staging area."""
+    persist it); `run` pins it to files in the sink's staging area. `ready(name, df)` receives each table that
+    does not read the commit history as soon as it is defined, before the history is computed (`run` writes them
+    then: the history may wait for the source's tasks)."""
     pin = pin or _persist
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
@@ -93,34 +96,39 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     ends = None
     if end_offsets is not None:  # snapshots up to as_of (one without a timestamp is the snapshot of as_of)
         ends = end_offsets if "observed_at" in end_offsets.columns else end_offsets_history(end_offsets, as_of_col)
-    # The commit history grows with the log and lag and status read it: computed once (a table, pinned).
-    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log, state.fates, started)
-                  ) if history else None
-    if ends is None:
-        lag = spark.createDataFrame([], spark_schema("consumer_lag"))
-    else:
-        lag = consumer_lag(committed, ends, as_of, commits, rate_window_ms)
-    history_tables = {
-        "offset_commits": commits,
-        "group_events": group_events(state.events),
-        "group_status": group_status(recent_commits(commits, status_window), ends, as_of, status_window)
-        if commits is not None else None,
-    } if history else {}
-    return {
-        **history_tables,
+    state_tables = {
         "committed_offsets": committed,
         "expired_offsets": expired,
         "consumer_groups": consumer_groups,
         "group_members": of_existing_groups(state.members),
         "group_target_assignments": of_existing_groups(state.targets),
         "streams_topologies": of_existing_groups(state.topologies),
-        "consumer_lag": lag,
         "quarantine": quarantine_rows(checked),
         "pending_transactions": pending.select(
             "*", F.col("committed_offset").alias("offset"),
             ms_to_timestamp(F.col("commit_timestamp_ms")).alias("commit_timestamp"), as_of_col),
         "segment_errors": segment_errors if segment_errors is not None else spark.createDataFrame(
             [], spark_schema("segment_errors")),
+    }
+    if ends is None:
+        state_tables["consumer_lag"] = spark.createDataFrame([], spark_schema("consumer_lag"))
+    if history:
+        state_tables["group_events"] = group_events(state.events)
+    if ready is not None:  # now: the history below may wait for the source's tasks
+        for name, table in state_tables.items():
+            ready(name, table)
+    # The commit history grows with the log and lag and status read it: computed once (a table, pinned).
+    commits = pin("offset_commits", offset_commits(valid, as_of, transactions, log, state.fates, started)
+                  ) if history else None
+    history_tables = {
+        "offset_commits": commits,
+        "group_status": group_status(recent_commits(commits, status_window), ends, as_of, status_window),
+    } if commits is not None else {}
+    if ends is not None:
+        state_tables["consumer_lag"] = consumer_lag(committed, ends, as_of, commits, rate_window_ms)
+    return {
+        **history_tables,
+        **state_tables,
         # Not a table: groups whose records Kafka's strict replay would have refused (for the run summary).
         "replay_violations": state.violations,
     }
@@ -233,15 +241,28 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
         previous_ends = _previous_end_offsets(spark, cfg.output)
         new_ends = None if end_offsets is None else end_offsets_history(end_offsets, F.lit(as_of))
         ends = previous_ends if new_ends is None else merge_history(previous_ends, new_ends)
+        # What the counts prove empty is written without a Spark job.
+        empty = {"consumer_lag": ends is None and live_ends is None, "segment_errors": segment_errors is None,
+                 "end_offsets_history": ends is None and live_ends is None,
+                 "quarantine": counts["records_quarantined"] == 0, "pending_transactions": not transactions,
+                 "group_target_assignments": not modern, "streams_topologies": not modern}
+
+        def stage(name: str, table: DataFrame) -> None:  # on the sink's threads, several tables at once
+            if name == "quarantine" and counts["scattered_bad_keys"]:  # a corrupt key whose values looked right
+                whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))  # all its records, whole
+                table = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
+            sink.stage_soon(name, None if empty.get(name) else table)
+
+        def ready(name: str, table: DataFrame) -> None:
+            if live_ends is None or name != "consumer_lag":  # with live end offsets, replaced below
+                stage(name, table)
+
         tables = rebuild(reduced, as_of, cfg.retention_ms, ends, topic_id_frame, segment_errors,
                          transactions=transactions, pin=sink.pin, modern=modern, history=cfg.history, log=records,
                          rate_window_ms=cfg.rate_window_ms, status_window=cfg.status_window,
                          history_tasks=_history_tasks(source.tasks, as_of, sink, cfg.status_window)
-                         if source.tasks and cfg.history else None)
+                         if source.tasks and cfg.history else None, ready=ready)
         tables["end_offsets_history"] = ends  # written every run, unchanged by a run without end offsets
-        if counts["scattered_bad_keys"]:  # a corrupt key whose values looked right: all its records, whole
-            whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))
-            tables["quarantine"] = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
         if live_ends is not None:  # fetched now, for the offsets just rebuilt
             committed = tables["committed_offsets"]
             fetched = sink.pin("live_end_offsets", live_end_offsets(spark, committed, live_ends))
@@ -251,14 +272,10 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
                 at_as_of = end_offsets_history(fetched.drop("fetched_at"), F.lit(as_of))
                 tables["group_status"] = group_status(recent_commits(tables["offset_commits"], cfg.status_window),
                                                       merge_history(previous_ends, at_as_of), as_of, cfg.status_window)
-        # What the counts prove empty is written without a Spark job.
-        empty = {"consumer_lag": ends is None and live_ends is None, "segment_errors": segment_errors is None,
-                 "end_offsets_history": ends is None and live_ends is None,
-                 "quarantine": counts["records_quarantined"] == 0, "pending_transactions": not transactions,
-                 "group_target_assignments": not modern, "streams_topologies": not modern}
         for name in TABLES:
-            if name in tables:  # every table but the history ones with --no-history
-                sink.stage(name, None if empty.get(name) else tables[name])
+            if name in tables:  # every table but the history ones with --no-history; those `ready` had are skipped
+                stage(name, tables[name])
+        sink.wait()
         source.release()
         orphans = _orphan_groups(sink)
         violations = _replay_violations(sink)

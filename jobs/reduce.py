@@ -61,11 +61,11 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
 
     `pin(name, df)` materialises a frame that is read more than once (the pipeline writes it to its staging
     area), so the log is scanned exactly twice: once to aggregate, once to fetch the chosen rows.
-    `partial(as_of)`: the log as its source's tasks reduced it, pinned (jobs.sources.reduced_dump), when the
-    source can; then the log is read once, by those tasks, and only their results are combined here.
+    `partial(as_of)`: the log as its source's tasks reduced, checked and combined it (jobs.sources.reduced_dump,
+    `combine_partials`), pinned, when the source can; then the log is read once, by those tasks.
     """
-    if partial is not None:  # the tasks checked their rows too
-        return pin("reduced_log", combine_partials(partial(as_of)))
+    if partial is not None:
+        return partial(as_of)
     late = after(as_of)
     plain = is_plain_offset_record()
     # Only plain records are aggregated. Every other record (transactional commits and markers: their fate is
@@ -93,21 +93,24 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
     return pin("reduced_log", check(kept))
 
 
-def combine_partials(partial: DataFrame) -> DataFrame:
+def combine_partials(partial: DataFrame, combined: bool = False) -> DataFrame:
     """The reduction finished across tasks: each task kept its newest reducible commit per (coordinator
     partition, key, after_as_of), and its newest transactional commit per key and fate when it held their
-    marker (jobs.partial_reduce); here the newest of those wins, standing for all their records. The tasks checked
-    every row but a control record's key (jobs.partial_reduce.checked): that error is added here."""
+    marker (jobs.partial_reduce); here the newest of those wins, standing for all their records, unless they come
+    `combined` already (jobs.partial_reduce.combine, for tasks run outside Spark). The tasks checked every row
+    but a control record's key (jobs.partial_reduce.checked): that error is added here."""
     rows = log_records(partial, keep=("records", "newest_timestamp", "after_as_of", "reduced", "readable", "fate",
                                       *CHECK_COLUMNS))
     rows = rows.withColumn("error", F.when(F.col("is_control"), control_error()).otherwise(F.col("error")))
-    folded = rows.where("reduced")
-    newest = folded.groupBy("coordinator_partition", "key", "after_as_of", "fate").agg(
-        F.max("record_offset").alias("record_offset"), F.sum("records").alias("records"),
-        F.max("newest_timestamp").alias("newest_timestamp"))
-    winners = folded.drop("records", "newest_timestamp").join(
-        newest.drop("key", "after_as_of", "fate"), POSITION).select(rows.columns)
-    return rows.where(~F.col("reduced")).unionByName(winners).drop("fate")
+    if not combined:
+        folded = rows.where("reduced")
+        newest = folded.groupBy("coordinator_partition", "key", "after_as_of", "fate").agg(
+            F.max("record_offset").alias("record_offset"), F.sum("records").alias("records"),
+            F.max("newest_timestamp").alias("newest_timestamp"))
+        winners = folded.drop("records", "newest_timestamp").join(
+            newest.drop("key", "after_as_of", "fate"), POSITION).select(rows.columns)
+        rows = rows.where(~F.col("reduced")).unionByName(winners)
+    return rows.drop("fate")
 
 
 def scattered_bad_keys(reduced_log: DataFrame, records: DataFrame) -> DataFrame:

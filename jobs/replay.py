@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from jobs import decode, native
 from jobs.groups import CLASSIC, replay_groups
+from jobs.spark_threads import SparkThreads
 from jobs.transactions import resolve_transactions, transaction_fates
 
 GROUP_KEY = ["coordinator_partition", "group_id"]
@@ -130,12 +131,14 @@ def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, tra
     decoded offsets and the group fold. `transactions=False` / `modern=False` (the run's counts say the log has
     no transactional record / no modern-group record) skip the work for what cannot be there; `events=False`
     skips the group events (a history table)."""
-    fates = pin("transaction_fates", fates_of(records)) if transactions else None
-    winners, open_commits = offset_winners(records, fates)
-    winners = pin("offset_winners", winners)
-    offsets = pin("offsets", committed_offsets(winners))
-    pending = pin("pending", committed_offsets(open_commits)) if transactions else offsets.limit(0)
-    folded = pin("group_fold", replay_groups(records, events))
+    with SparkThreads(records.sparkSession, 1, "offsetlake-fold") as beside:  # independent of the offsets
+        fold = beside.submit(pin, "group_fold", replay_groups(records, events))
+        fates = pin("transaction_fates", fates_of(records)) if transactions else None
+        winners, open_commits = offset_winners(records, fates)
+        winners = pin("offset_winners", winners)
+        offsets = pin("offsets", committed_offsets(winners))
+        pending = pin("pending", committed_offsets(open_commits)) if transactions else offsets.limit(0)
+        folded = fold.result()
 
     def of(kind: str) -> DataFrame:
         return folded.where(F.col("kind") == kind).select(*GROUP_KEY, f"{kind}.*")

@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import uuid
+from concurrent.futures import Future, wait
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,12 +36,15 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.hive import data_files
 from jobs.runs import commit_metadata, committed_version, new_run_id, record_run, spark_user_metadata
 from jobs.session import has_jvm_class
+from jobs.spark_threads import SparkThreads
 from jobs.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, TABLES, arrow_schema, conform, partition_columns,
                          snapshot_table, spark_schema)
 
 log = logging.getLogger("offsetlake")
 DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
 STAGING_DIR = "_offsetlake_staging"
+# Tables staged at once (`stage_soon`, jobs.spark_threads).
+STAGING_THREADS = 2
 
 
 def delta_engine(spark: SparkSession) -> str:
@@ -69,6 +73,8 @@ class TableSink:
         self.snapshots = snapshots  # also write the state tables to DIR/snapshots/<table> (--snapshot)
         self.staging = staging or new_staging(output)  # given: work started before Spark writes there
         self.rows: dict[str, int] = {}
+        self._soon: dict[str, Future] = {}  # tables given to `stage_soon`
+        self._threads: SparkThreads | None = None
 
     def stage(self, table: str, df: DataFrame | None) -> None:
         """Compute `df` now, with the table's contract schema, into the staging area; None: the table is
@@ -86,6 +92,19 @@ class TableSink:
             conform(df, table).write.mode("append").partitionBy(*partition_columns(table)).parquet(str(path))
         self.rows[table] = pads.dataset(path, format="parquet").count_rows()  # from footers, cheap
         log.info("computed %s: %d rows", table, self.rows[table])
+
+    def stage_soon(self, table: str, df: DataFrame | None) -> None:
+        """`stage` on one of the sink's threads (STAGING_THREADS), now or once one is free; `wait` for them."""
+        if table in self.rows or table in self._soon:
+            return
+        if self._threads is None:
+            self._threads = SparkThreads(self.spark, STAGING_THREADS, "offsetlake-stage")
+        self._soon[table] = self._threads.submit(self.stage, table, df)
+
+    def wait(self) -> None:
+        """Wait for every table given to `stage_soon`; the first failure is raised."""
+        for future in self._soon.values():
+            future.result()
 
     def staged(self, table: str) -> Path:
         """The folder a table is staged in: Parquet, partitioned by folders as the Delta table will be."""
@@ -144,7 +163,12 @@ class TableSink:
         return written
 
     def discard(self) -> None:
-        """Remove the staging area (after a commit, or after a failure)."""
+        """Remove the staging area (after a commit, or after a failure: then once no thread writes there)."""
+        if any(not future.done() for future in self._soon.values()):
+            self.spark.sparkContext.cancelAllJobs()
+            wait(self._soon.values())
+        if self._threads is not None:
+            self._threads.shutdown()
         shutil.rmtree(self.staging, ignore_errors=True)
         parent = self.staging.parent
         if parent.exists() and not any(parent.iterdir()):

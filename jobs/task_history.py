@@ -31,35 +31,32 @@ _MIN_MS, _MAX_MS = -62135596800000, 253402300799999
 PARTITION = "commit_date"
 
 
-def split_keys(commits: pa.Table, keys: pa.Table, schema: pa.Schema, applied: np.ndarray | None = None
-               ) -> tuple[pa.Table, pa.Table]:
+def split_keys(commits: pa.Table, keys: pa.Table, schema: pa.Schema, applied: np.ndarray | None = None,
+               recent: int | None = None) -> tuple[pa.Table, pa.Table]:
     """(`schema`'s rows for the commits of keys that are not `whole`, the commits of the `whole` keys).
 
     `commits`: PLAIN_FIELDS, every applied readable record of their keys up to as_of (jobs.partial_reduce.applied);
     `keys`: KEY_FIELDS; `applied`: which commits the coordinator applied (default: all). The commits of the
     `whole` keys are given as Spark reads them: COMMIT_FIELDS. A commit whose key is not among `keys` is
-    dropped, as Spark drops a key no valid record names."""
+    dropped, as Spark drops a key no valid record names. `recent`: the rows of each key's last `recent` records
+    come first (write_history then writes them apart without a filter)."""
     key = _key_index(commits, keys)
     named = key >= 0
     if applied is not None:
         named &= applied
     whole = np.append(keys.column("whole").to_numpy(zero_copy_only=False), False)[key]  # -1: the appended False
     whole &= named
-    rest = commits.filter(pa.array(whole))
+    rest = commits.take(np.flatnonzero(whole))  # few rows: a take, not a filter of every column
     rest = rest.set_column(1, "offset_key", offset_keys(rest.column("key")))
-    finished = pa.array(named & ~whole)
-    rows = commits.drop_columns(["key"]).append_column("key_index", pa.array(key)).filter(finished)
-    return _history(rows.filter(pa.array(_applies(rows))), keys, schema), rest
+    rows = np.flatnonzero(named & ~whole)
+    return _history(commits, rows, key[rows], keys, schema, recent), rest
 
 
-def _applies(rows: pa.Table) -> np.ndarray:
+def _applies(key: np.ndarray, position: np.ndarray, source: np.ndarray) -> np.ndarray:
     """Per row, jobs.history's rules for transactional commits, in application order per key (record_offset,
     then source_record_offset): a commit followed by one at the same position (the same transaction's later
     commit on the key) was replaced before it applied; a commit applies only when every earlier record of its
     key is older than it. Plain records always apply."""
-    key = rows.column("key_index").to_numpy(zero_copy_only=False)
-    position = rows.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
-    source = rows.column("source_record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
     result = np.ones(len(key), bool)
     moved = position != source  # transactional commits: only their keys' rows can be ruled out
     if not moved.any():
@@ -118,57 +115,97 @@ def _key_index(commits: pa.Table, keys: pa.Table) -> np.ndarray:
     return np.where(partitions[index] == partition, index, -1)
 
 
-def _history(rows: pa.Table, keys: pa.Table, schema: pa.Schema) -> pa.Table:
-    """offset_commits rows, in the order of `rows`: each commit with its key's previous one (in log order), the
-    movement since, and the key's records after it (jobs.history.offset_commits). Only positions are sorted: the
-    rows stay where they are, and each looks its previous one up."""
-    key = rows.column("key_index").to_numpy(zero_copy_only=False)
-    n = len(key)
-    order = np.lexsort((rows.column("record_offset").to_numpy(zero_copy_only=False), key))
+def _history(commits: pa.Table, rows: np.ndarray, key: np.ndarray, keys: pa.Table, schema: pa.Schema,
+             recent: int | None) -> pa.Table:
+    """offset_commits rows for `commits`' rows `rows` (whose rows of `keys` are `key`) that apply (`_applies`), in
+    that order (those with fewer than `recent` later records first, when given): each commit with its key's
+    previous one (in log order), the movement since, and the key's records after it
+    (jobs.history.offset_commits)."""
+    position = _numbers(commits, "record_offset")[rows]
+    source = _numbers(commits, "source_record_offset")[rows]
+    keep = _applies(key, position, source)
+    rows, key, position = rows[keep], key[keep], position[keep]
+    n = len(rows)
+    # Only positions are sorted: the rows stay in the order they came in (a sequential copy of each column), and
+    # each row looks its previous one up.
+    order = _by_key_and_position(key, position)
     follows = np.zeros(n, bool)  # in `order`: the row follows another of its key
     follows[1:] = key[order[1:]] == key[order[:-1]]
-    previous = np.full(n, -1)
-    previous[order[1:][follows[1:]]] = order[:-1][follows[1:]]
+    before = np.full(n, -1)
+    before[order[1:][follows[1:]]] = order[:-1][follows[1:]]
     starts = np.flatnonzero(~follows)
     ends = np.append(starts, n)[1:]
     later = np.empty(n, np.int64)
     later[order] = np.repeat(ends, ends - starts) - np.arange(n) - 1
-    before = pa.array(previous, mask=previous < 0)
+    if recent is not None:
+        first = np.concatenate([np.flatnonzero(later < recent), np.flatnonzero(later >= recent)])
+        moved_to = np.empty(n, np.int64)
+        moved_to[first] = np.arange(n)
+        rows, key, later, before = rows[first], key[first], later[first], before[first]
+        before = np.where(before >= 0, moved_to[before], -1)
+    has_before = before >= 0
+    taken = commits.drop_columns(["key"]).take(rows)
 
-    def column(name: str) -> pa.Array:
-        return rows.column(name).combine_chunks()
+    def shifted(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The value of the row's previous one, and where there is one."""
+        return values[before], valid[before] & has_before
 
-    offset = column("committed_offset")
-    previous_offset = pc.take(offset, before)
-    stamp = column("record_timestamp")
-    micros = pc.cast(stamp, pa.int64())
-    elapsed = pc.subtract(pc.divide(pc.cast(micros, pa.float64()), 1e6),
-                          pc.divide(pc.cast(pc.take(micros, before), pa.float64()), 1e6))
-    commit_ms = column("commit_timestamp_ms")
-    in_range = pc.and_(pc.greater_equal(commit_ms, _MIN_MS), pc.less_equal(commit_ms, _MAX_MS))
+    offset_column = taken.column("committed_offset")
+    has_offset = _valid(offset_column)
+    offset = _numbers(taken, "committed_offset")
+    previous, has_previous = shifted(offset, has_offset)
+    stamp = taken.column("record_timestamp")
+    has_stamp = _valid(stamp)
+    seconds = pc.cast(stamp, pa.int64()).fill_null(0).to_numpy().astype(np.float64) / 1e6
+    seconds_before, has_stamp_before = shifted(seconds, has_stamp)
+    commit_ms = _numbers(taken, "commit_timestamp_ms")
+    in_range = _valid(taken.column("commit_timestamp_ms")) & (commit_ms >= _MIN_MS) & (commit_ms <= _MAX_MS)
+    moved = has_offset & has_previous
     named = pa.array(key)
     values = {
         "group_id": pc.take(keys.column("group_id"), named),
         "topic": pc.take(keys.column("topic"), named),
         "partition": pc.take(keys.column("partition"), named),
-        "kind": pc.if_else(pc.is_null(offset), "delete", "commit"),
-        "committed_offset": offset,
-        "previous_offset": previous_offset,
-        "offset_delta": pc.subtract(offset, previous_offset),
-        "commit_timestamp": pc.if_else(in_range, pc.multiply(commit_ms, 1000), None).cast(TIMESTAMP),
+        "kind": pc.if_else(pa.array(has_offset), "commit", "delete"),
+        "committed_offset": offset_column,
+        "previous_offset": pa.array(previous, pa.int64(), mask=~has_previous),
+        "offset_delta": pa.array(offset - previous, pa.int64(), mask=~moved),
+        "commit_timestamp": pa.array(np.where(in_range, commit_ms, 0) * 1000, pa.int64(), mask=~in_range
+                                     ).cast(TIMESTAMP),
         "record_timestamp": stamp,
-        "seconds_since_previous": pc.if_else(pc.is_valid(previous_offset), elapsed, None),
-        "is_rewind": pc.fill_null(pc.less(offset, previous_offset), False),
-        "leader_epoch": column("leader_epoch"),
-        "metadata": column("metadata"),
-        "producer_id": column("producer_id"),
-        "coordinator_partition": column("coordinator_partition"),
-        "record_offset": column("record_offset"),
+        "seconds_since_previous": pa.array(seconds - seconds_before, pa.float64(),
+                                           mask=~(has_previous & has_stamp & has_stamp_before)),
+        "is_rewind": pa.array(moved & (offset < previous)),
+        "leader_epoch": taken.column("leader_epoch"),
+        "metadata": taken.column("metadata"),
+        "producer_id": taken.column("producer_id"),
+        "coordinator_partition": taken.column("coordinator_partition"),
+        "record_offset": taken.column("record_offset"),
         PARTITION: pc.cast(stamp, pa.date32()),
-        "source_record_offset": column("source_record_offset"),
+        "source_record_offset": taken.column("source_record_offset"),
         "later_records": pa.array(later),
     }
     return pa.table([values[f.name] for f in schema], schema=schema)
+
+
+def _numbers(table: pa.Table, name: str) -> np.ndarray:
+    """An integer column as int64 numpy, 0 where null."""
+    return np.asarray(pc.fill_null(table.column(name), 0).to_numpy(), dtype=np.int64)
+
+
+def _valid(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _by_key_and_position(key: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """The order of rows by key, then position: one sort of a single int64 when (keys x the positions' range)
+    fits in it, as it does for any real log; two otherwise."""
+    if not len(key):
+        return np.zeros(0, np.int64)
+    low, width = int(position.min()), int(position.max() - position.min()) + 1
+    if (int(key.max()) + 1) * width < 1 << 62:
+        return np.argsort(key.astype(np.int64) * width + (position - low), kind="stable")
+    return np.lexsort((position, key))
 
 
 def write_history(rows: pa.Table, out: Path, name: str, recent: int | None = None) -> None:
@@ -176,17 +213,25 @@ def write_history(rows: pa.Table, out: Path, name: str, recent: int | None = Non
     (`commit_date=2026-11-20`, a null date in Spark's null folder); file names start with `name`.
 
     `recent`: each key's last `recent` records (later_records below it: what group_status reads, jobs.status)
-    go to files of their own, so a reader filtering on later_records skips the other files by their statistics."""
+    go to files of their own, so a reader filtering on later_records skips the other files by their statistics;
+    when they come first (split_keys with `recent`), they are sliced off, not filtered."""
     if not rows.num_rows:
         return
     days = len(pc.unique(rows.column(PARTITION)))
     partitioning = pads.partitioning(pa.schema([rows.schema.field(PARTITION)]), flavor="hive")
+    # Dictionaries for the strings only: for numbers they cost more to build than they save.
+    options = pads.ParquetFileFormat().make_write_options(
+        use_dictionary=[f.name for f in rows.schema if pa.types.is_string(f.type)])
     parts = [(name, rows)]
     if recent is not None:
-        is_recent = pc.less(rows.column("later_records"), recent)
-        parts = [(f"{name}-recent", rows.filter(is_recent)), (name, rows.filter(pc.invert(is_recent)))]
+        is_recent = pc.less(rows.column("later_records"), recent).to_numpy(zero_copy_only=False)
+        first = int(is_recent.sum())
+        if is_recent[:first].all():
+            parts = [(f"{name}-recent", rows.slice(0, first)), (name, rows.slice(first))]
+        else:
+            parts = [(f"{name}-recent", rows.filter(pa.array(is_recent))), (name, rows.filter(pa.array(~is_recent)))]
     for basename, part in parts:
         if part.num_rows:
             pads.write_dataset(part, out, format="parquet", basename_template=f"{basename}-{{i}}.parquet",
                                partitioning=partitioning, existing_data_behavior="overwrite_or_ignore",
-                               max_partitions=days + 1, use_threads=False)
+                               max_partitions=days + 1, use_threads=False, file_options=options)

@@ -4,14 +4,16 @@ A dump's reducing tasks (jobs.sources.reduced_dump) need no Spark: pyarrow reads
 folds them. So when this process is about to start a local JVM of its own (a plain `offsetlake rebuild` on a
 laptop or a CI box), it forks their workers at once and they reduce the dump while the JVM and the session
 start, each writing its rows as Parquet where the run pins the tasks' reduced log, and the spans of its
-transactional records beside them. Spark reads those files when the run needs them (`reduced_log`), as it reads
-any pinned state; it neither runs the tasks nor starts its Python workers for them.
+transactional records beside them; one of them then combines the tasks' rows (jobs.partial_reduce.combine), and
+Spark reads that file when the run needs it (`reduced_log`), as it reads any pinned state: it neither runs the
+tasks, nor combines their rows, nor starts its Python workers for them.
 
-With the history tables, the same workers then run the history's tasks (DumpTasks.offset_history) as soon as the
-reduced log's keys are known (jobs.history.start_history_tasks), while Spark replays the groups on its own
-threads: a rebuild's Spark jobs are small and leave much of two cores idle, and these tasks are its longest
-work. They write offset_commits' files and the applied records of the keys Spark finishes, read when
-offset_commits needs them.
+With the history tables, the reducing tasks also write each history task's share of the records they read
+(reduced_dump.ShareFiles: the dump is read once), and the same workers then run the history's tasks
+(DumpTasks.offset_history) as soon as the reduced log's keys are known (jobs.history.start_history_tasks), at a
+lower priority, while Spark replays the groups and writes the other tables: the run waits for those first, and
+the history takes the CPU Spark's small jobs leave. They write offset_commits' files and the applied records of
+the keys Spark finishes, read when offset_commits needs them.
 
 Under spark-submit, on Databricks, or in a process whose session already runs, the tasks stay Spark's.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 from datetime import datetime
 from multiprocessing.pool import AsyncResult
@@ -27,13 +30,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from jobs.config import SourceSpec
 from jobs.sink import new_staging, pinned
-from jobs.sources.reduced_dump import (PARTIAL_LOG, TASK_SPANS, WHOLE_KEY_COMMITS, DumpPlan, history_task, micros,
-                                       plan_dump, reduce_task, reduced_schema)
+from jobs.sources.reduced_dump import (COMBINED_LOG, HISTORY_SHARES, PARTIAL_LOG, TASK_SPANS, WHOLE_KEY_COMMITS,
+                                       DumpPlan, history_task, micros, plan_dump, reduce_task, reduced_schema)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("offsetlake")
+# The history tasks' niceness (`_history_task`): 10, the default of nice(1).
+HISTORY_NICENESS = 10
 
 
 class EarlyReduction:
@@ -46,12 +51,14 @@ class EarlyReduction:
         self.history = history  # the workers stay for the history's tasks (`offset_history`)
         self.spans = pinned(staging, TASK_SPANS)
         self._out = pinned(staging, PARTIAL_LOG)
+        # With history, the reducing tasks also write what the history's tasks read (reduced_dump.ShareFiles).
+        self._shares = str(pinned(staging, HISTORY_SHARES)) if history else None
         # Forked before the JVM exists, so the workers inherit this process's imports and nothing of Spark's.
         self._pool = multiprocessing.get_context("fork").Pool(min(cores, len(plan.tasks)), _ignore_interrupts)
         columns = list(plan.columns)
         self._results: list[AsyncResult] = [
             self._pool.apply_async(_write_task, (index, groups, columns, micros(as_of), str(self._out),
-                                                 str(self.spans)))
+                                                 str(self.spans), self._shares, plan.history_tasks))
             for index, groups in enumerate(plan.tasks)]
 
     @classmethod
@@ -75,9 +82,14 @@ class EarlyReduction:
 
         if as_of != self.as_of or spans != self.spans:
             raise ValueError(f"the dump was reduced as of {self.as_of} with spans in {self.spans}")
-        rows = self._finished(self._results, keep=self.history)
+        self._finished(self._results, keep=True)
+        # Combined across tasks here (its jobs would cost Spark more than the fold costs Arrow), in a worker: the
+        # driver's memory does not grow with the dump's keys.
+        combined = pinned(self.staging, COMBINED_LOG)
+        rows = self._finished([self._pool.apply_async(_combine_task, (str(self._out), str(combined)))],
+                              keep=self.history)
         log.info("the dump's tasks reduced it to %d rows", rows)
-        return spark.read.schema(from_arrow_schema(reduced_schema(list(self.plan.columns)))).parquet(str(self._out))
+        return spark.read.schema(from_arrow_schema(reduced_schema(list(self.plan.columns)))).parquet(str(combined))
 
     def offset_history(self, spark: SparkSession, count: int, groups: tuple[tuple[str, tuple[int, ...]], ...],
                        as_of_us: int | None, keys: Any, out: str, schema: Any, recent: int | None
@@ -89,10 +101,14 @@ class EarlyReduction:
 
         from jobs.partial_reduce import COMMIT_FIELDS
 
+        # The reducing tasks read the shares up to their as_of: the history's, or none, when the history's is the
+        # newest record's time (the default), at or after every record.
+        if self.as_of is not None and micros(self.as_of) != as_of_us:
+            raise ValueError(f"the dump was reduced as of {self.as_of}")
         whole = pinned(self.staging, WHOLE_KEY_COMMITS)
         columns = list(self.plan.columns)
         results = [self._pool.apply_async(_history_task, (index, count, groups, columns, as_of_us, keys, out, schema,
-                                                           recent, str(whole)))
+                                                           recent, str(whole), self._shares))
                    for index in range(count)]
 
         def finished() -> DataFrame:
@@ -128,21 +144,37 @@ def _ignore_interrupts() -> None:
 
 
 def _write_task(index: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str], as_of_us: int | None,
-                out: str, spans: str) -> int:
+                out: str, spans: str, shares: str | None, count: int) -> int:
     """Reducing task `index` (jobs.sources.reduced_dump.reduce_task), its rows written to OUT/part-NNNNN.parquet;
     returns how many."""
-    return _write(reduce_task(index, groups, columns, as_of_us, spans), reduced_schema(columns), out, index)
+    return _write(reduce_task(index, groups, columns, as_of_us, spans, shares, count), reduced_schema(columns), out,
+                  index)
+
+
+def _combine_task(parts: str, out: str) -> int:
+    """The reducing tasks' rows in PARTS combined (jobs.partial_reduce.combine) into OUT/part-00000.parquet;
+    returns how many."""
+    import pyarrow.dataset as pads
+
+    from jobs.partial_reduce import combine
+
+    rows = pads.dataset(parts, format="parquet").to_table()
+    return _write(iter([combine([rows])]), rows.schema, out, 0)
 
 
 def _history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str],
-                  as_of_us: int | None, keys: Any, out: str, schema: Any, recent: int | None, whole: str) -> int:
+                  as_of_us: int | None, keys: Any, out: str, schema: Any, recent: int | None, whole: str,
+                  shares: str | None) -> int:
     """History task `index` (jobs.sources.reduced_dump.history_task), the applied records it gives written to
     WHOLE/part-NNNNN.parquet; returns how many."""
     import pyarrow as pa
 
     from jobs.partial_reduce import COMMIT_FIELDS
 
-    tables = history_task(index, count, groups, columns, as_of_us, keys, out, schema, recent)
+    # Spark's replay runs meanwhile, and the run waits for it first: the history takes the CPU it leaves (these
+    # workers have no more urgent work once the history's tasks start).
+    os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), HISTORY_NICENESS))
+    tables = history_task(index, count, groups, columns, as_of_us, keys, out, schema, recent, shares)
     return _write(tables, pa.schema(COMMIT_FIELDS), whole, index)
 
 

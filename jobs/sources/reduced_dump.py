@@ -4,9 +4,11 @@ The whole dump is still `read_parquet`'s frame (the quarantine reads every recor
 their input without Spark's row-by-row scan:
 * the reduction: each task reads its row groups as columns and folds them, and Spark receives about one row per
   key and task plus the records kept whole (DumpTasks.reduced);
-* the history (with offset_commits): each task reads every row group but keeps only the offset records of its
-  share of the offset keys that it can read, and every transaction marker, so it holds each of its keys' applied
-  records whole, and writes most keys' offset_commits rows itself (DumpTasks.offset_history, jobs.task_history).
+* the history (with offset_commits): each task holds the offset records it can read of its share of the offset
+  keys, and every transaction marker, so it holds each of its keys' applied records whole, and writes most keys'
+  offset_commits rows itself (DumpTasks.offset_history, jobs.task_history). As Spark's tasks, each reads every
+  row group and keeps its share; after an early reduction (jobs.sources.early_reduction) the reducing tasks,
+  which read the values anyway, have written each share's records apart (ShareFiles), and the dump is read once.
 
 Used in local mode (the tasks open the driver's files) for dumps of MIN_BYTES or more whose files are plain
 Parquet with one schema, no partition folders, and a timestamp that is zoned or epoch milliseconds (a local
@@ -46,8 +48,10 @@ MIN_BYTES = 1 << 20
 HISTORY_TASK_RECORDS = 10_000_000
 # What the run pins the reducing tasks' rows and spans as (jobs.pipeline), in its staging area.
 PARTIAL_LOG = "partial_log"
+COMBINED_LOG = "partial_log_combined"  # the early reduction's rows, combined across its tasks
 TASK_SPANS = "task_spans"
 WHOLE_KEY_COMMITS = "whole_key_commits"  # and the history tasks' applied records of the keys Spark finishes
+HISTORY_SHARES = "history_shares"  # what reducing tasks write for the history's tasks (ShareFiles)
 # The columns the reduction and the replay read, typed as a source task yields them (jobs.sources.tasks).
 COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
 _TYPES = dict(RAW_FIELDS + BATCH_FIELDS)
@@ -59,12 +63,13 @@ log = logging.getLogger("offsetlake")
 class DumpPlan:
     columns: tuple[str, ...]  # the COLUMNS the dump has
     tasks: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]  # per task: (file, row groups)
-    history_tasks: int  # tasks of the history's pass, each reading every row group (DumpTasks.offset_history)
+    history_tasks: int  # tasks of the history's pass, each holding a share of the keys (DumpTasks.offset_history)
 
 
 def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes: int | None = None
               ) -> DumpPlan | None:
-    """Row groups spread over tasks of at most `task_bytes` (compressed), as many as `cores` at least; None when
+    """Row groups spread over tasks of at most about `task_bytes` (compressed), as many as `cores` at least, each
+    with about as many records (a task's work is per record: compression varies with the keys); None when
     the dump is not one this source reads (see the module) or is smaller than `min_bytes` (default MIN_BYTES)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -78,7 +83,7 @@ def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes
         return None
     if sum(path.stat().st_size for path, _ in files) < min_bytes:  # no footer can add up to more than its file
         return None
-    groups: list[tuple[str, int, int]] = []  # (file, row group, compressed bytes)
+    groups: list[tuple[str, int, int, int]] = []  # (file, row group, compressed bytes, records)
     schema = None
     records = 0
     for path, _ in files:
@@ -88,23 +93,24 @@ def plan_dump(location: str, cores: int, task_bytes: int = TASK_BYTES, min_bytes
             return None
         schema = file_schema
         records += meta.num_rows
-        groups += [(str(path), i, max(_compressed(meta.row_group(i)), 1)) for i in range(meta.num_row_groups)]
+        groups += [(str(path), i, max(_compressed(meta.row_group(i)), 1), meta.row_group(i).num_rows)
+                   for i in range(meta.num_row_groups)]
     stamp = schema.field("timestamp").type
     if not ((pa.types.is_timestamp(stamp) and stamp.tz) or pa.types.is_integer(stamp)):
         return None
-    total = sum(size for *_, size in groups)
+    total = sum(size for _, _, size, _ in groups)
     if total < min_bytes:
         return None
     count = max(cores, math.ceil(total / task_bytes / cores) * cores)
-    per_task = total / count
+    per_task = records / count
     tasks: list[dict[str, list[int]]] = [{}]
     filled = 0.0
-    for path, group, size in groups:
+    for path, group, _, rows in groups:
         if filled >= per_task and len(tasks) < count:
             tasks.append({})
             filled = 0.0
         tasks[-1].setdefault(path, []).append(group)
-        filled += size
+        filled += rows
     columns = tuple(name for name in COLUMNS if name in schema.names)
     return DumpPlan(columns, tuple(tuple((p, tuple(g)) for p, g in t.items()) for t in tasks if t),
                     max(cores, math.ceil(records / HISTORY_TASK_RECORDS)))
@@ -124,18 +130,22 @@ class DumpTasks:
 
     def reduced_log(self, as_of: datetime | None, pin: Callable[[str, DataFrame], DataFrame],
                     spans: Path | None = None) -> DataFrame:
-        """The dump reduced by its tasks (`reduced`), pinned with `pin`. `spans`: a folder: the tasks fold
+        """The dump reduced and checked by its tasks (`reduced`), combined across tasks (jobs.reduce.combine_partials;
+        the early reduction's come combined), pinned with `pin`. `spans`: a folder: the tasks fold
         transactional commits too, which holds when their spans are disjoint (`spans_disjoint`); when they are
         not, the dump is reduced again without."""
+        from jobs.reduce import combine_partials
+
         if self.early is not None and spans is not None:
-            partial = self.early.reduced_log(self.spark, as_of, spans)
+            partial, combined = self.early.reduced_log(self.spark, as_of, spans), True
         else:
-            partial = pin(PARTIAL_LOG, self.reduced(as_of, spans))
-        if spans is None or spans_disjoint(spans):
-            return partial
-        log.warning("a coordinator partition's records are spread over several tasks' row groups: the dump is "
-                    "reduced again, its transactional commits kept whole")
-        return pin("partial_log_unfolded", self.reduced(as_of))
+            partial, combined = pin(PARTIAL_LOG, self.reduced(as_of, spans)), False
+        if spans is not None and not spans_disjoint(spans):
+            log.warning("a coordinator partition's records are spread over several tasks' row groups: the dump is "
+                        "reduced again, its transactional commits kept whole")
+            partial, combined = pin("partial_log_unfolded", self.reduced(as_of)), False
+        # Pinned as the replay's input, unless it is the combined file already (then only named: no job).
+        return combine_partials(partial, True) if combined else pin("reduced_log", combine_partials(partial))
 
     def reduced(self, as_of: datetime | None, spans: Path | None = None) -> DataFrame:
         """plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS and CHECK_FIELDS, reduced and checked per task
@@ -155,15 +165,16 @@ class DumpTasks:
 
     def offset_history(self, as_of: datetime | None, keys: DataFrame, out: Path,
                        pin: Callable[[str, DataFrame], DataFrame], recent: int | None = None
-                       ) -> Callable[[], DataFrame]:
-        """The history's pass (jobs.history.HistoryTasks): each task reads every row group, keeps the readable
-        offset records up to as_of of its share of the keys and every marker (history_task), writes the
-        offset_commits rows of the keys that are not `whole` among `keys` (jobs.history.offset_keys) as files
-        under `out` (jobs.task_history; `recent`: see write_history), and gives the applied records of the
-        `whole` ones (jobs.partial_reduce.COMMIT_FIELDS) as WHOLE_KEY_COMMITS, pinned with `pin`.
+                       ) -> Callable[[], DataFrame | None]:
+        """The history's pass (jobs.history.HistoryTasks): each task holds the readable offset records up to
+        as_of of its share of the keys and every marker (history_task), writes the offset_commits rows of the
+        keys that are not `whole` among `keys` (jobs.history.offset_keys) as files under `out`
+        (jobs.task_history; `recent`: see write_history), and gives the applied records of the `whole` ones
+        (jobs.partial_reduce.COMMIT_FIELDS) as WHOLE_KEY_COMMITS, pinned with `pin` (None when no key is whole).
         The tasks start now when they run outside Spark (`early`); Spark's run when the function returned is
         called, which must be once."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         from jobs.partial_reduce import COMMIT_FIELDS
         from jobs.tables import arrow_schema
@@ -176,14 +187,23 @@ class DumpTasks:
         as_of_us = micros(as_of)
         target, schema = str(out), arrow_schema("offset_commits")
         if self.early is not None and self.early.history:
-            return self.early.offset_history(self.spark, count, every, as_of_us, named, target, schema, recent)
-        shared = self.spark.sparkContext.broadcast(named)  # sent once per worker, pickled as Arrow IPC
+            finished = self.early.offset_history(self.spark, count, every, as_of_us, named, target, schema, recent)
+        else:
+            shared = self.spark.sparkContext.broadcast(named)  # sent once per worker, pickled as Arrow IPC
 
-        def run(task: str) -> Iterator[Any]:
-            return history_task(int(task), count, every, columns, as_of_us, shared.value, target, schema, recent)
+            def run(task: str) -> Iterator[Any]:
+                return history_task(int(task), count, every, columns, as_of_us, shared.value, target, schema,
+                                    recent)
 
-        frame = self._tasks([str(i) for i in range(count)], run, pa.schema(COMMIT_FIELDS))
-        return lambda: pin(WHOLE_KEY_COMMITS, frame)
+            frame = self._tasks([str(i) for i in range(count)], run, pa.schema(COMMIT_FIELDS))
+            finished = lambda: pin(WHOLE_KEY_COMMITS, frame)  # noqa: E731
+        whole = pc.any(named.column("whole")).as_py()  # some keys are Spark's to finish
+
+        def whole_key_commits() -> DataFrame | None:
+            commits = finished()  # once the tasks have written their files
+            return commits if whole else None
+
+        return whole_key_commits
 
     def _tasks(self, tasks: list[str], run: Any, schema: Any) -> DataFrame:
         """One Spark task per element of `tasks`: a one-row partition holding it, mapped to the Arrow tables
@@ -203,17 +223,79 @@ class DumpTasks:
 
 
 def reduce_task(index: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str], as_of_us: int | None,
-                spans: str | None) -> Iterator[Any]:
+                spans: str | None, shares: str | None = None, count: int = 0) -> Iterator[Any]:
     """Reducing task `index` (DumpTasks.reduced, jobs.sources.early_reduction): its row groups reduced, as Arrow
     tables (jobs.partial_reduce.reduce_batches); `spans`: a folder: it also folds transactional commits, and
-    writes there the span of its transactional records per coordinator partition (`spans_disjoint`)."""
+    writes there the span of its transactional records per coordinator partition (`spans_disjoint`);
+    `shares`: a folder: it also writes there what the `count` tasks of the history's pass read (`ShareFiles`)."""
     from jobs.partial_reduce import reduce_batches
 
     seen: dict[int, list[int]] | None = None if spans is None else {}
-    yield from reduce_batches(read_row_groups(groups, columns), as_of_us, seen)
+    files = None if shares is None else ShareFiles(shares, index, count)
+    try:
+        yield from reduce_batches(read_row_groups(groups, columns), as_of_us, seen, files)
+    finally:
+        if files is not None:
+            files.close()
     if spans is not None:  # named by task: a retried task replaces its file
         Path(spans).mkdir(parents=True, exist_ok=True)
         (Path(spans) / f"task-{index:05d}.json").write_text(json.dumps(seen))
+
+
+class ShareFiles:
+    """What a reducing task gives the history's `count` tasks, so that they do not read the dump again: its
+    readable offset records up to as_of split by share of the offset keys (`share_of`), in FOLDER/share-NNNNN/,
+    and its markers up to as_of in FOLDER/markers/, as Arrow IPC files (`shared_records` reads them)."""
+
+    def __init__(self, folder: str, task: int, count: int) -> None:
+        import pyarrow as pa
+
+        from jobs.partial_reduce import MARKER_SCHEMA, PLAIN_FIELDS
+
+        self.count = count
+        paths = [Path(folder) / f"share-{share:05d}" / f"task-{task:05d}.arrow" for share in range(count)]
+        paths.append(Path(folder) / "markers" / f"task-{task:05d}.arrow")
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        schemas = [pa.schema(PLAIN_FIELDS)] * count + [MARKER_SCHEMA]
+        self._writers = [pa.ipc.new_file(str(path), schema) for path, schema in zip(paths, schemas)]
+
+    def __call__(self, records: Any, found: Any) -> None:
+        import pyarrow as pa
+
+        if records.num_rows:
+            share = share_of(records.column("coordinator_partition"), records.column("key"), self.count)
+            for index, writer in enumerate(self._writers[:-1]):
+                writer.write_table(records.filter(pa.array(share == index)))
+        if found.num_rows:
+            self._writers[-1].write_table(found)
+
+    def close(self) -> None:
+        for writer in self._writers:
+            writer.close()
+
+
+def shared_records(folder: str, share: int) -> tuple[list[Any], list[Any]]:
+    """(share `share`'s readable offset records, every marker), as the reducing tasks wrote them (`ShareFiles`)."""
+    import pyarrow as pa
+
+    def tables(sub: str) -> list[Any]:
+        return [pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+                for path in sorted((Path(folder) / sub).glob("task-*.arrow"))]
+
+    return tables(f"share-{share:05d}"), tables("markers")
+
+
+def share_of(partition: Any, key: Any, count: int) -> Any:
+    """Per offset record: its key's share among `count` history tasks, its coordinator partition plus its last
+    byte (the low byte of its topic partition) modulo `count`: every record of a key in one share (both key types
+    end alike), and spread even when a dump has few coordinator partitions."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from jobs.arrow_check import last_bytes
+
+    return (pc.fill_null(partition, 0).to_numpy().astype(np.int64) + last_bytes(key)) % count
 
 
 def spans_disjoint(folder: Path) -> bool:
@@ -269,36 +351,34 @@ def read_row_groups(groups: Iterable[tuple[str, Iterable[int]]], columns: list[s
 
 
 def history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str],
-                 as_of_us: int | None, keys: Any, out: str, schema: Any, recent: int | None = None) -> Iterator[Any]:
-    """Task `index` of `count` of the history's pass (DumpTasks.offset_history): its share of the offset keys;
-    `keys`: the named keys (jobs.task_history.KEY_FIELDS, a pyarrow Table); `schema`: offset_commits' (Arrow);
-    `recent`: jobs.task_history.write_history's.
-
-    A key's share is its coordinator partition plus its last byte (the low byte of its topic partition), modulo
-    `count`: every record of a key in one task (both key types end alike), and spread even when a dump has few
-    coordinator partitions."""
-    import numpy as np
+                 as_of_us: int | None, keys: Any, out: str, schema: Any, recent: int | None = None,
+                 shares: str | None = None) -> Iterator[Any]:
+    """Task `index` of `count` of the history's pass (DumpTasks.offset_history): its share of the offset keys
+    (`share_of`), read from the dump's row groups `groups`, or from `shares` when the reducing tasks wrote them
+    there (`ShareFiles`, up to the same as_of); `keys`: the named keys (jobs.task_history.KEY_FIELDS, a pyarrow
+    Table); `schema`: offset_commits' (Arrow); `recent`: jobs.task_history.write_history's."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    from jobs.arrow_check import last_bytes
     from jobs.partial_reduce import applied, at_or_before, markers, readable_records
     from jobs.task_history import split_keys, write_history
 
-    found: list[pa.Table] = []  # every transaction marker up to as_of: the fates of the share's commits
+    if shares is not None:
+        records, found = shared_records(shares, index)
+    else:
+        found = []  # every transaction marker up to as_of: the fates of the share's commits
 
-    def mine() -> Iterator[pa.Table]:
-        for table in read_row_groups(groups, columns):
-            found.append(markers(table, at_or_before(table, as_of_us)))
-            partition = pc.fill_null(table.column("partition"), 0).to_numpy()  # null: not an offset record anyway
-            yield table.filter(pa.array((partition.astype(np.int64) + last_bytes(table.column("key"))) % count == index))
+        def mine() -> Iterator[pa.Table]:
+            for table in read_row_groups(groups, columns):
+                found.append(markers(table, at_or_before(table, as_of_us)))
+                # null partition: not an offset record anyway
+                yield table.filter(pa.array(share_of(table.column("partition"), table.column("key"), count) == index))
 
-    records = list(readable_records(mine(), as_of_us))
-    if not records:
+        records = list(readable_records(mine(), as_of_us))
+    if not records or not sum(table.num_rows for table in records):
         return
     positioned, applies = applied(pa.concat_tables(records), pa.concat_tables(found))
     del records  # the batches read (`positioned` holds them until the rows are copied)
-    finished, whole = split_keys(positioned, keys, schema, applies)
+    finished, whole = split_keys(positioned, keys, schema, applies, recent)
     del positioned
     write_history(finished, Path(out), f"part-history-{index:05d}", recent)
     yield whole

@@ -191,6 +191,28 @@ def test_the_history_applies_a_transactional_commit_at_its_commit_marker():
     assert got == [(0, 0, -1, 1), (2, 2, 8, None), (3, 1, 7, 2)]
 
 
+def test_a_reducing_task_gives_the_history_tasks_their_shares_of_the_readable_records(tmp_path):
+    """reduce_batches' `history` hook through ShareFiles: each history task's share (shared_records) holds the
+    records readable_records gives of its keys, and every task gets every marker."""
+    from jobs.partial_reduce import markers, readable_records
+    from jobs.sources.reduced_dump import ShareFiles, share_of, shared_records
+
+    keys = [_key(g, p) for g in "abc" for p in range(3)]
+    log = _log([(k, _commit(i) if i % 5 else None, i, i, 7 if i % 4 == 0 else -1, False)
+                for i, k in enumerate(keys * 3)]
+               + [(COMMIT, None, 40, 40, 7, True), (_key("a"), b"\x00\x03no", 41, 41, -1, False)])
+    files = ShareFiles(str(tmp_path), 0, 2)
+    list(reduce_batches([log], None, {}, files))
+    files.close()
+    expected = pa.concat_tables(readable_records([log], None))
+    for share in (0, 1):
+        records, found = shared_records(str(tmp_path), share)
+        mine = expected.filter(pa.array(share_of(expected.column("coordinator_partition"), expected.column("key"), 2)
+                                        == share))
+        assert pa.concat_tables(records).equals(mine) and mine.num_rows
+        assert pa.concat_tables(found).equals(markers(log))
+
+
 def test_readable_records_are_decoded_as_the_native_reader_names_them():
     """Kafka's sentinels as the tables show them: a leader epoch of -1 (or none, before v3) is null."""
     from jobs.partial_reduce import readable_records
@@ -361,7 +383,7 @@ def test_without_history_the_tasks_fold_transactions_and_the_state_is_spark_alon
 
     def counting(tasks, *args):
         partial = reduced_log(tasks, *args)
-        row = partial.where("fate is not null").selectExpr("count(*)", "sum(records)").first()
+        row = partial.where("reduced and producer_id != -1").selectExpr("count(*)", "sum(records)").first()
         folded.append((row[0], row[1] or 0))
         return partial
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pytest
@@ -107,11 +108,16 @@ def test_rows_are_written_in_date_folders_as_spark_partitions_them(tmp_path):
     assert sorted(read.column("record_offset").to_pylist()) == [1, 2, 3]
 
 
-def test_the_rows_group_status_reads_are_in_files_of_their_own(tmp_path):
+@pytest.mark.parametrize("ordered", [False, True], ids=["filtered", "recent_rows_first"])
+def test_the_rows_group_status_reads_are_in_files_of_their_own(tmp_path, ordered):
     """Each key's last `recent` records (later_records below it) apart: a reader filtering on later_records skips
-    the other files by their statistics."""
+    the other files by their statistics. split_keys with `recent` puts them first, and they are sliced off."""
     commits = _commits([(0, _key("a"), offset, 0, offset) for offset in range(1, 6)] + [(0, _key("b"), 9, 0, 9)])
-    finished, _ = split_keys(commits, _keys([(0, "a", False), (0, "b", False)]), SCHEMA)
+    finished, _ = split_keys(commits, _keys([(0, "a", False), (0, "b", False)]), SCHEMA, recent=2 if ordered else None)
+    if ordered:
+        assert finished.column("later_records").to_pylist()[:3] == [1, 0, 0]
+        by_offset = {r["record_offset"]: r for r in finished.to_pylist()}
+        assert [by_offset[o]["previous_offset"] for o in (1, 2, 5, 9)] == [None, 1, 4, None]
     write_history(finished, tmp_path, "part-history-00000", recent=2)
     by_file = {p.name: pads.dataset(p, format="parquet").to_table() for p in tmp_path.rglob("*.parquet")}
     recent = [t for name, t in by_file.items() if name.startswith("part-history-00000-recent-")]
@@ -132,3 +138,14 @@ def test_without_named_keys_every_commit_is_dropped():
     """No valid offset record named any key (every key failed its check): nothing is written, nothing is Spark's."""
     finished, rest = split_keys(_commits([(0, _key("a"), 1, 0, 1), (0, _key("b"), 2, 0, 2)]), _keys([]), SCHEMA)
     assert finished.num_rows == 0 and rest.num_rows == 0 and finished.schema == SCHEMA
+
+
+def test_rows_are_ordered_by_key_and_position_whatever_their_ranges():
+    """One sort of a combined int64 when keys x positions fit (int32 keys must not overflow), two otherwise."""
+    from jobs.task_history import _by_key_and_position
+
+    rng = np.random.default_rng(7)
+    for key_count, top in ((60_000, 500_000), (3, 1 << 61)):
+        key = rng.integers(0, key_count, 5000).astype(np.int32)
+        position = rng.choice(top, 5000, replace=False).astype(np.int64)
+        assert (_by_key_and_position(key, position) == np.lexsort((position, key))).all()
