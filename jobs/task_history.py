@@ -160,7 +160,7 @@ def _history(commits: pa.Table, rows: np.ndarray, key: np.ndarray, keys: pa.Tabl
     seconds_before, has_stamp_before = shifted(seconds, has_stamp)
     commit_ms = _numbers(taken, "commit_timestamp_ms")
     in_range = _valid(taken.column("commit_timestamp_ms")) & (commit_ms >= _MIN_MS) & (commit_ms <= _MAX_MS)
-    moved = has_offset & has_previous
+    both = has_offset & has_previous  # a commit after a commit: a movement
     named = pa.array(key)
     values = {
         "group_id": pc.take(keys.column("group_id"), named),
@@ -169,13 +169,13 @@ def _history(commits: pa.Table, rows: np.ndarray, key: np.ndarray, keys: pa.Tabl
         "kind": pc.if_else(pa.array(has_offset), "commit", "delete"),
         "committed_offset": offset_column,
         "previous_offset": pa.array(previous, pa.int64(), mask=~has_previous),
-        "offset_delta": pa.array(offset - previous, pa.int64(), mask=~moved),
+        "offset_delta": pa.array(offset - previous, pa.int64(), mask=~both),
         "commit_timestamp": pa.array(np.where(in_range, commit_ms, 0) * 1000, pa.int64(), mask=~in_range
                                      ).cast(TIMESTAMP),
         "record_timestamp": stamp,
         "seconds_since_previous": pa.array(seconds - seconds_before, pa.float64(),
                                            mask=~(has_previous & has_stamp & has_stamp_before)),
-        "is_rewind": pa.array(moved & (offset < previous)),
+        "is_rewind": pa.array(both & (offset < previous)),
         "leader_epoch": taken.column("leader_epoch"),
         "metadata": taken.column("metadata"),
         "producer_id": taken.column("producer_id"),
