@@ -54,6 +54,7 @@ _ROLES = {
 }
 ROLE = {t: role for role, names in _ROLES.items() for t, rt in REGISTRY.items() if rt.name in names}
 GROUP_TYPES = sorted(t for t, f in FAMILY.items() if f in (CLASSIC, *FAMILIES))
+GROUP_FOLD = "group_fold"  # the fold's output, as the replay pins it (and the early reduction writes it)
 
 # --- output ----------------------------------------------------------------------------------------
 
@@ -413,7 +414,8 @@ class PartitionReplay:
 _ARROW = None
 
 
-def _arrow_schema() -> pa.Schema:
+def fold_schema() -> pa.Schema:
+    """OUTPUT_SCHEMA as Arrow: what `replay_partition` gives."""
     global _ARROW
     if _ARROW is None:
         from pyspark.sql.pandas.types import to_arrow_type
@@ -436,7 +438,7 @@ def _epoch_ms(column: pa.ChunkedArray) -> list[int | None]:
 def replay_partition(records: pa.Table, events: bool = True) -> pa.Table:
     """The fold over one coordinator partition's group records (columns coordinator_partition,
     record_offset, record_timestamp, record_type, group_id, key, value)."""
-    schema = _arrow_schema()
+    schema = fold_schema()
     if records.num_rows == 0:
         return schema.empty_table()
     records = records.sort_by("record_offset")

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from jobs.config import RebuildConfig
 from jobs.expiry import apply_expiry
 from jobs.end_offsets_history import end_offsets_history, merge_history
+from jobs.groups import GROUP_FOLD
 from jobs.history import HistoryTasks, group_events, offset_commits, start_history_tasks
 from jobs.lag import RATE_WINDOW_MS, consumer_lag
 from jobs.metrics import SparkWork, peak_rss_mb
@@ -54,8 +55,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
             transactions: bool = True, pin: Callable[[str, DataFrame], DataFrame] | None = None,
             modern: bool = True, history: bool = True, log: DataFrame | None = None,
             rate_window_ms: int = RATE_WINDOW_MS, status_window: int = STATUS_WINDOW,
-            history_tasks: HistoryTasks | None = None, ready: Callable[[str, DataFrame], None] | None = None
-            ) -> dict[str, DataFrame]:
+            history_tasks: HistoryTasks | None = None, ready: Callable[[str, DataFrame], None] | None = None,
+            group_fold: Callable[[], DataFrame] | None = None) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed).
 
     `transactions=False` says the records hold no transactional record or marker, `modern=False` no
@@ -67,7 +68,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     (jobs.end_offsets_history). `pin(name, df)` materialises the state several tables read (default:
     persist it); `run` pins it to files in the sink's staging area. `ready(name, df)` receives each table that
     does not read the commit history as soon as it is defined, before the history is computed (`run` writes them
-    then: the history may wait for the source's tasks)."""
+    then: the history may wait for the source's tasks). `group_fold`: the source's tasks' fold of the groups
+    (jobs.replay.replay)."""
     pin = pin or _persist
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
@@ -76,7 +78,7 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     # Started first: tasks that run outside Spark work while the replay does.
     started = start_history_tasks(valid, history_tasks, pin) if history and history_tasks is not None else None
 
-    state = replay(valid, pin, topic_ids, transactions, modern, events=history)
+    state = replay(valid, pin, topic_ids, transactions, modern, events=history, group_fold=group_fold)
     offsets, pending = state.offsets, state.pending
     groups = pin("groups", state.groups)
     expiry = apply_expiry(offsets, groups, as_of_ms, retention_ms, pending)
@@ -261,7 +263,8 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
                          transactions=transactions, pin=sink.pin, modern=modern, history=cfg.history, log=records,
                          rate_window_ms=cfg.rate_window_ms, status_window=cfg.status_window,
                          history_tasks=_history_tasks(source.tasks, as_of, sink, cfg.status_window)
-                         if source.tasks and cfg.history else None, ready=ready)
+                         if source.tasks and cfg.history else None, ready=ready,
+                         group_fold=source.tasks.group_fold(as_of, cfg.history) if source.tasks else None)
         tables["end_offsets_history"] = ends  # written every run, unchanged by a run without end offsets
         if live_ends is not None:  # fetched now, for the offsets just rebuilt
             committed = tables["committed_offsets"]
@@ -356,7 +359,7 @@ def _previous_end_offsets(spark: SparkSession, output: Path) -> DataFrame | None
 
 def _replay_violations(sink: TableSink, most: int = 1000) -> list[dict[str, Any]]:
     """Groups whose records Kafka's strict replay would have refused, from the pinned group fold."""
-    fold = pads.dataset(sink.pinned("group_fold"), format="parquet")
+    fold = pads.dataset(sink.pinned(GROUP_FOLD), format="parquet")
     rows = fold.to_table(columns=["group_id", "violation"], filter=pc.field("kind") == "violation").to_pylist()
     return sorted(({"group_id": r["group_id"], "reason": r["violation"]["reason"]} for r in rows),
                   key=lambda v: v["group_id"])[:most]

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import decode, native
-from jobs.groups import CLASSIC, replay_groups
+from jobs.groups import CLASSIC, GROUP_FOLD, replay_groups
 from jobs.spark_threads import SparkThreads
 from jobs.transactions import resolve_transactions, transaction_fates
 
@@ -90,22 +90,41 @@ def fates_of(records: DataFrame) -> DataFrame:
 def committed_offsets(winners: DataFrame, keep: list[str] = ()) -> DataFrame:
     """The live offsets among the offset winners (or open transactional commits), decoded: natively where the
     native reader proves the record, by the Python codec otherwise. `keep`: more columns of `winners` to keep."""
+    return _decoded(_native_offsets(winners, keep), keep)
+
+
+def pinned_offsets(winners: DataFrame, pin: Pin, name: str, keep: list[str] = ()) -> DataFrame:
+    """`committed_offsets(winners, keep)` pinned as `name`. The native reader's rows are pinned first, and the
+    Python codec decodes the rows it could not prove in a second pinned pass only when there are some: a Python
+    UDF in a plan starts Spark's Python workers (seconds on a small machine) even when no row reaches it."""
+    native_rows = pin(name, _native_offsets(winners, keep))
+    if native_rows.where(~F.col("proven")).isEmpty():
+        return native_rows.select(*_OFFSET_COLUMNS, "c.*", *keep)
+    return pin(f"{name}_decoded", _decoded(native_rows, keep))
+
+
+_OFFSET_COLUMNS = ["coordinator_partition", "group_id", "record_offset", "record_timestamp", "producer_id",
+                   "producer_epoch"]
+
+
+def _native_offsets(winners: DataFrame, keep: list[str]) -> DataFrame:
+    """The live offsets' native reading: `c` (the decoded columns) where `proven`, else key and value for the
+    Python codec."""
     key, value = native.offset_key(), native.offset_value()
     commits = native.with_read(winners.where(F.col("value").isNotNull()), [key, value], {
         "proven": key.ok & value.ok, "native_commit": native.offset_commit_struct(key, value)})
     unproven = ~F.col("proven")
-    python = decode.offset_commit(F.when(unproven, F.col("key")), F.when(unproven, F.col("value")))
-    return commits.select(
-        "coordinator_partition",
-        "group_id",
-        "record_offset",
-        "record_timestamp",
-        "producer_id",
-        "producer_epoch",
-        F.when(F.col("proven"), F.col("native_commit")).otherwise(python).alias("c"),
-        *keep,
-    ).select("coordinator_partition", "group_id", "record_offset", "record_timestamp", "producer_id",
-             "producer_epoch", "c.*", *keep)
+    return commits.select(*_OFFSET_COLUMNS, "proven", F.when(F.col("proven"), F.col("native_commit")).alias("c"),
+                          F.when(unproven, F.col("key")).alias("unproven_key"),
+                          F.when(unproven, F.col("value")).alias("unproven_value"),
+                          *keep)
+
+
+def _decoded(native_rows: DataFrame, keep: list[str]) -> DataFrame:
+    """`_native_offsets`' rows with the Python codec's decoding where the native reader left them unproven."""
+    python = decode.offset_commit(F.col("unproven_key"), F.col("unproven_value"))  # null where proven
+    return native_rows.select(*_OFFSET_COLUMNS, F.when(F.col("proven"), F.col("c")).otherwise(python).alias("c"),
+                              *keep).select(*_OFFSET_COLUMNS, "c.*", *keep)
 
 
 def group_activity(records: DataFrame, offset_winners: DataFrame) -> DataFrame:
@@ -124,20 +143,28 @@ def group_activity(records: DataFrame, offset_winners: DataFrame) -> DataFrame:
 
 
 def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, transactions: bool = True,
-           modern: bool = True, events: bool = True) -> ReplayedState:
+           modern: bool = True, events: bool = True, group_fold: Callable[[], DataFrame] | None = None
+           ) -> ReplayedState:
     """Committed offsets plus the groups of every family that hold them, and their members.
 
     `pin(name, df)` materialises what several outputs read: the transactions' fates, the offset winners, the
     decoded offsets and the group fold. `transactions=False` / `modern=False` (the run's counts say the log has
     no transactional record / no modern-group record) skip the work for what cannot be there; `events=False`
-    skips the group events (a history table)."""
+    skips the group events (a history table). `group_fold`: gives the group fold of `records` (with `events`) when
+    the source's tasks folded it (jobs.sources.reduced_dump.DumpTasks.group_fold)."""
     with SparkThreads(records.sparkSession, 1, "offsetlake-fold") as beside:  # independent of the offsets
-        fold = beside.submit(pin, "group_fold", replay_groups(records, events))
+        fold = (beside.submit(group_fold) if group_fold
+                else beside.submit(pin, GROUP_FOLD, replay_groups(records, events)))
         fates = pin("transaction_fates", fates_of(records)) if transactions else None
         winners, open_commits = offset_winners(records, fates)
         winners = pin("offset_winners", winners)
-        offsets = pin("offsets", committed_offsets(winners))
-        pending = pin("pending", committed_offsets(open_commits)) if transactions else offsets.limit(0)
+        # The winners and the open transactional commits are decoded together: one native reader's plan.
+        rows = winners.select(*_OFFSET_COLUMNS, "key", "value", F.lit(False).alias("open"))
+        if transactions:
+            rows = rows.unionByName(open_commits.select(*_OFFSET_COLUMNS, "key", "value", F.lit(True).alias("open")))
+        decoded = pinned_offsets(rows, pin, "offsets", keep=["open"])
+        offsets = decoded.where(~F.col("open")).drop("open")
+        pending = decoded.where(F.col("open")).drop("open") if transactions else offsets.limit(0)
         folded = fold.result()
 
     def of(kind: str) -> DataFrame:

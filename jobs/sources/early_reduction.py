@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from jobs.config import SourceSpec
 from jobs.sink import new_staging, pinned
 from jobs.sources.reduced_dump import (COMBINED_LOG, HISTORY_SHARES, PARTIAL_LOG, TASK_SPANS, WHOLE_KEY_COMMITS,
-                                       DumpPlan, history_task, micros, plan_dump, reduce_task, reduced_schema)
+                                       DumpPlan, fold_groups, history_task, micros, plan_dump, reduce_task,
+                                       reduced_schema)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,7 +55,9 @@ class EarlyReduction:
         # With history, the reducing tasks also write what the history's tasks read (reduced_dump.ShareFiles).
         self._shares = str(pinned(staging, HISTORY_SHARES)) if history else None
         # Forked before the JVM exists, so the workers inherit this process's imports and nothing of Spark's.
-        self._pool = multiprocessing.get_context("fork").Pool(min(cores, len(plan.tasks)), _ignore_interrupts)
+        self._workers = min(cores, len(plan.tasks))
+        self._pool = multiprocessing.get_context("fork").Pool(self._workers, _ignore_interrupts)
+        self._folds: list[AsyncResult] = []  # the group fold's tasks (`reduced_log`)
         columns = list(plan.columns)
         self._results: list[AsyncResult] = [
             self._pool.apply_async(_write_task, (index, groups, columns, micros(as_of), str(self._out),
@@ -80,16 +83,32 @@ class EarlyReduction:
         `as_of` and `spans` must be the ones the tasks were started with."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
+        from jobs.groups import GROUP_FOLD
+
         if as_of != self.as_of or spans != self.spans:
             raise ValueError(f"the dump was reduced as of {self.as_of} with spans in {self.spans}")
         self._finished(self._results, keep=True)
         # Combined across tasks here (its jobs would cost Spark more than the fold costs Arrow), in a worker: the
         # driver's memory does not grow with the dump's keys.
         combined = pinned(self.staging, COMBINED_LOG)
-        rows = self._finished([self._pool.apply_async(_combine_task, (str(self._out), str(combined)))],
-                              keep=self.history)
+        combine = self._pool.apply_async(_combine_task, (str(self._out), str(combined)))
+        # The group fold reads only group records, which the tasks kept whole: it starts now, on every worker.
+        self._folds = [self._pool.apply_async(_fold_task, (str(self._out), str(pinned(self.staging, GROUP_FOLD)),
+                                                           micros(as_of), share, self._workers, self.history))
+                       for share in range(self._workers)]
+        rows = self._finished([combine], keep=True)
         log.info("the dump's tasks reduced it to %d rows", rows)
         return spark.read.schema(from_arrow_schema(reduced_schema(list(self.plan.columns)))).parquet(str(combined))
+
+    def group_fold(self, spark: SparkSession, as_of: datetime, events: bool) -> DataFrame:
+        """The group fold of the reduced log's valid records up to `as_of` (jobs.groups.replay_groups, with
+        `events`), folded by the workers since `reduced_log`, read by Spark once they have written it."""
+        from jobs.groups import GROUP_FOLD, OUTPUT_SCHEMA
+
+        if (self.as_of is not None and self.as_of != as_of) or events != self.history:
+            raise ValueError(f"the groups were folded as of {self.as_of}, events {self.history}")
+        self._finished(self._folds, keep=self.history)
+        return spark.read.schema(OUTPUT_SCHEMA).parquet(str(pinned(self.staging, GROUP_FOLD)))
 
     def offset_history(self, spark: SparkSession, count: int, groups: tuple[tuple[str, tuple[int, ...]], ...],
                        as_of_us: int | None, keys: Any, out: str, schema: Any, recent: int | None
@@ -160,6 +179,14 @@ def _combine_task(parts: str, out: str) -> int:
 
     rows = pads.dataset(parts, format="parquet").to_table()
     return _write(iter([combine([rows])]), rows.schema, out, 0)
+
+
+def _fold_task(parts: str, out: str, as_of_us: int | None, share: int, count: int, events: bool) -> int:
+    """Share `share` of `count` of the group fold over the reducing tasks' rows in PARTS
+    (jobs.sources.reduced_dump.fold_groups), written to OUT/part-SHARE.parquet; returns how many rows."""
+    from jobs.groups import fold_schema
+
+    return _write(iter([fold_groups(parts, as_of_us, share, count, events)]), fold_schema(), out, share)
 
 
 def _history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str],

@@ -147,6 +147,12 @@ class DumpTasks:
         # Pinned as the replay's input, unless it is the combined file already (then only named: no job).
         return combine_partials(partial, True) if combined else pin("reduced_log", combine_partials(partial))
 
+    def group_fold(self, as_of: datetime, events: bool) -> Callable[[], DataFrame] | None:
+        """The group fold of `reduced_log`'s valid records up to `as_of` (jobs.groups.replay_groups), when the
+        early reduction's workers fold it (the function returned waits for them); None when Spark must."""
+        early = self.early
+        return None if early is None else lambda: early.group_fold(self.spark, as_of, events)
+
     def reduced(self, as_of: datetime | None, spans: Path | None = None) -> DataFrame:
         """plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS and CHECK_FIELDS, reduced and checked per task
         (jobs.reduce.combine_partials). `spans`: a folder: each task also folds the transactional commits whose
@@ -240,6 +246,40 @@ def reduce_task(index: int, groups: Iterable[tuple[str, Iterable[int]]], columns
     if spans is not None:  # named by task: a retried task replaces its file
         Path(spans).mkdir(parents=True, exist_ok=True)
         (Path(spans) / f"task-{index:05d}.json").write_text(json.dumps(seen))
+
+
+def fold_groups(parts: str, as_of_us: int | None, share: int, count: int, events: bool) -> Any:
+    """The group fold (jobs.groups.replay_partition) over the valid group records up to as_of among the reducing
+    tasks' rows under `parts`, for share `share` of `count` of the coordinator partitions (balanced by their
+    records): with every share, what Spark's fold of the reduced log gives (jobs.groups.replay_groups). The
+    tasks keep group records whole, so their rows hold all of them; a partition's are folded in one share."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+
+    from jobs.groups import GROUP_TYPES, fold_schema, replay_partition
+
+    rows = pads.dataset(parts, format="parquet")
+    valid = pc.field("record_type").isin(GROUP_TYPES) & pc.field("error").is_null()
+    if as_of_us is not None and "timestamp" in rows.schema.names:
+        as_of = pa.scalar(as_of_us, rows.schema.field("timestamp").type)
+        valid &= pc.field("timestamp").is_null() | (pc.field("timestamp") <= as_of)
+    columns = {"partition": "coordinator_partition", "offset": "record_offset", "timestamp": "record_timestamp",
+               "record_type": "record_type", "group_id": "group_id", "key": "key", "value": "value"}
+    records = rows.to_table(columns=[c for c in columns if c in rows.schema.names], filter=valid)
+    records = records.rename_columns([columns[c] for c in records.column_names])
+    if "record_timestamp" not in records.column_names:
+        records = records.append_column("record_timestamp", pa.nulls(records.num_rows, _TYPES["timestamp"]))
+    sizes = records.group_by("coordinator_partition").aggregate([("coordinator_partition", "count")]).to_pylist()
+    loads, mine = [0] * count, []
+    for size in sorted(sizes, key=lambda s: (-s["coordinator_partition_count"], s["coordinator_partition"])):
+        lightest = loads.index(min(loads))  # the same assignment in every share
+        loads[lightest] += size["coordinator_partition_count"]
+        if lightest == share:
+            mine.append(size["coordinator_partition"])
+    folded = [replay_partition(records.filter(pc.equal(records.column("coordinator_partition"), partition)), events)
+              for partition in sorted(mine)]
+    return pa.concat_tables(folded) if folded else fold_schema().empty_table()
 
 
 class ShareFiles:

@@ -409,6 +409,41 @@ def test_without_history_the_tasks_fold_transactions_and_the_state_is_spark_alon
     assert folded[0][1] > 2 * folded[0][0] > 0 and folded[1] == (0, 0)
 
 
+@pytest.mark.parametrize("events", [True, False])
+def test_the_workers_fold_the_groups_as_spark_folds_the_reduced_log(spark, tmp_path, monkeypatch, events):
+    """The early reduction's workers fold the groups (jobs.sources.reduced_dump.fold_groups, in two shares of the
+    coordinator partitions) from the tasks' rows, up to an as_of that leaves group records out, with and without
+    the group events: Spark's fold of the same reduced log (jobs.groups.replay_groups) gives the same rows."""
+    from pyspark.sql import functions as F
+
+    import jobs.sources.reduced_dump as reduced_dump
+    from jobs.config import SourceSpec
+    from jobs.groups import GROUP_TYPES, replay_groups
+    from jobs.sample import write_sample
+    from jobs.sink import pinned
+    from jobs.sources.early_reduction import EarlyReduction
+    from jobs.sources.reduced_dump import TASK_SPANS, DumpTasks
+
+    monkeypatch.setattr(reduced_dump, "MIN_BYTES", 0)
+    write_sample(tmp_path / "dump", 3000, seed=5)
+    table = pq.read_table(tmp_path / "dump")
+    pq.write_table(table, tmp_path / "dump" / "part-00000.parquet", row_group_size=500)
+    times = sorted(table.column("timestamp").to_pylist())
+    as_of = times[len(times) * 2 // 3].replace(tzinfo=timezone.utc)
+    early = EarlyReduction.start(SourceSpec("parquet", str(tmp_path / "dump")), as_of, tmp_path / "out", 2, events)
+    try:
+        tasks = DumpTasks(spark, early.plan, early)
+        reduced = tasks.reduced_log(as_of, lambda _name, df: df, pinned(early.staging, TASK_SPANS))
+        in_window = F.col("record_timestamp").isNull() | (F.col("record_timestamp") <= F.lit(as_of))
+        want = replay_groups(reduced.where(F.col("error").isNull() & in_window), events).collect()
+        got = tasks.group_fold(as_of, events)().collect()
+        later = reduced.where(F.col("record_type").isin(GROUP_TYPES) & ~in_window).count()
+    finally:
+        early.close()
+    assert later > 0 and len(want) > 30 and any(r.kind == "event" for r in want) == events
+    assert sorted(map(repr, got)) == sorted(map(repr, want))
+
+
 def _with_a_whole_key(table: pa.Table) -> pa.Table:
     """The sample plus, on the key of its first transactional commit, a plain v4 commit with a metadata string
     too long for the native readers' one-byte compact length (only the Python codec proves it): a key whose

@@ -312,3 +312,34 @@ def test_corrupt_timestamps_become_nulls_not_failures(spark):
     assert rows[0]["commit_timestamp"] is None and rows[0]["expires_at"] is None  # deadline overflowed: never
     assert rows[1]["commit_timestamp"] is None and rows[2]["expire_timestamp"] is None
     assert sorted(rows) == [0, 1, 2] and tables["expired_offsets"].count() == 0
+
+
+def test_pinned_offsets_run_the_python_codec_only_for_records_native_code_cannot_prove(spark, tmp_path):
+    """jobs.replay.pinned_offsets gives committed_offsets' rows, and pins a second, Python pass only when the
+    native reader left a record unproven (a compact metadata string of 200 bytes: a two-byte length)."""
+    from offsets_codec import encode_key, encode_value
+    from jobs.replay import committed_offsets, pinned_offsets
+
+    def pinned(name, df):
+        pins.append(name)
+        path = str(tmp_path / f"{len(want_pins)}-{name}")
+        df.write.parquet(path)
+        return spark.read.schema(df.schema).parquet(path)
+
+    def record(offset: int, topic: str, value: bytes | None) -> tuple:
+        key = encode_key(1, {"group": "g", "topic": topic, "partition": 0})
+        return 0, "g", offset, utc(T0), -1, None, key, value
+
+    schema = ("coordinator_partition int, group_id string, record_offset bigint, record_timestamp timestamp, "
+              "producer_id bigint, producer_epoch smallint, key binary, value binary")
+    short = encode_value(1, 3, {"offset": 5, "metadata": "m", "commitTimestamp": T0, "leaderEpoch": 2})
+    long = encode_value(1, 4, {"offset": 7, "metadata": "x" * 200, "commitTimestamp": T0,
+                               "topicId": "AQIDBAUGBwgJCgsMDQ4PEA"})
+    for rows, want_pins in (([record(1, "a", short), record(2, "b", None)], ["offsets"]),
+                            ([record(1, "a", short), record(3, "c", long)], ["offsets", "offsets_decoded"])):
+        pins = []
+        winners = spark.createDataFrame(rows, schema)
+        got = pinned_offsets(winners, pinned, "offsets")
+        assert pins == want_pins
+        assert sorted(got.collect()) == sorted(committed_offsets(winners).collect())
+        assert {r.metadata for r in got.collect()} == {"m"} | ({"x" * 200} if len(want_pins) == 2 else set())
