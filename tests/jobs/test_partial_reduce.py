@@ -409,11 +409,11 @@ def test_without_history_the_tasks_fold_transactions_and_the_state_is_spark_alon
     assert folded[0][1] > 2 * folded[0][0] > 0 and folded[1] == (0, 0)
 
 
-@pytest.mark.parametrize("events", [True, False])
-def test_the_workers_fold_the_groups_as_spark_folds_the_reduced_log(spark, tmp_path, monkeypatch, events):
+def test_the_workers_fold_the_groups_as_spark_folds_the_reduced_log(spark, tmp_path, monkeypatch):
     """The early reduction's workers fold the groups (jobs.sources.reduced_dump.fold_groups, in two shares of the
-    coordinator partitions) from the tasks' rows, up to an as_of that leaves group records out, with and without
-    the group events: Spark's fold of the same reduced log (jobs.groups.replay_groups) gives the same rows."""
+    coordinator partitions) from the tasks' rows, up to an as_of that leaves group records out, with the group
+    events: Spark's fold of the same reduced log (jobs.groups.replay_groups) gives the same rows. (Without the
+    events, and as of the newest record, the runs through the tasks above compare the tables.)"""
     from pyspark.sql import functions as F
 
     import jobs.sources.reduced_dump as reduced_dump
@@ -430,17 +430,17 @@ def test_the_workers_fold_the_groups_as_spark_folds_the_reduced_log(spark, tmp_p
     pq.write_table(table, tmp_path / "dump" / "part-00000.parquet", row_group_size=500)
     times = sorted(table.column("timestamp").to_pylist())
     as_of = times[len(times) * 2 // 3].replace(tzinfo=timezone.utc)
-    early = EarlyReduction.start(SourceSpec("parquet", str(tmp_path / "dump")), as_of, tmp_path / "out", 2, events)
+    early = EarlyReduction.start(SourceSpec("parquet", str(tmp_path / "dump")), as_of, tmp_path / "out", 2, True)
     try:
         tasks = DumpTasks(spark, early.plan, early)
         reduced = tasks.reduced_log(as_of, lambda _name, df: df, pinned(early.staging, TASK_SPANS))
         in_window = F.col("record_timestamp").isNull() | (F.col("record_timestamp") <= F.lit(as_of))
-        want = replay_groups(reduced.where(F.col("error").isNull() & in_window), events).collect()
-        got = tasks.group_fold(as_of, events)().collect()
+        want = replay_groups(reduced.where(F.col("error").isNull() & in_window), True).collect()
+        got = tasks.group_fold(as_of, True)().collect()
         later = reduced.where(F.col("record_type").isin(GROUP_TYPES) & ~in_window).count()
     finally:
         early.close()
-    assert later > 0 and len(want) > 30 and any(r.kind == "event" for r in want) == events
+    assert later > 0 and len(want) > 100 and any(r.kind == "event" for r in want)
     assert sorted(map(repr, got)) == sorted(map(repr, want))
 
 
