@@ -68,8 +68,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     (jobs.end_offsets_history). `pin(name, df)` materialises the state several tables read (default:
     persist it); `run` pins it to files in the sink's staging area. `ready(name, df)` receives each table that
     does not read the commit history as soon as it is defined, before the history is computed (`run` writes them
-    then: the history may wait for the source's tasks). `group_fold`: the source's tasks' fold of the groups
-    (jobs.replay.replay)."""
+    then: the history may wait for the source's tasks). `group_fold`: gives the group fold when the source's tasks
+    folded the groups themselves (jobs.replay.replay)."""
     pin = pin or _persist
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
