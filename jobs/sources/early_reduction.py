@@ -94,7 +94,7 @@ class EarlyReduction:
         combine = self._pool.apply_async(_combine_task, (str(self._out), str(combined)))
         # The group fold reads only group records, which the tasks kept whole: it starts now, on every worker.
         self._folds = [self._pool.apply_async(_fold_task, (str(self._out), str(pinned(self.staging, GROUP_FOLD)),
-                                                           micros(as_of), share, self._workers, self.history))
+                                                           share, self._workers, self.history))
                        for share in range(self._workers)]
         rows = self._finished([combine], keep=True)
         log.info("the dump's tasks reduced it to %d rows", rows)
@@ -181,12 +181,12 @@ def _combine_task(parts: str, out: str) -> int:
     return _write(iter([combine([rows])]), rows.schema, out, 0)
 
 
-def _fold_task(parts: str, out: str, as_of_us: int | None, share: int, count: int, events: bool) -> int:
+def _fold_task(parts: str, out: str, share: int, count: int, events: bool) -> int:
     """Share `share` of `count` of the group fold over the reducing tasks' rows in PARTS
     (jobs.sources.reduced_dump.fold_groups), written to OUT/part-SHARE.parquet; returns how many rows."""
     from jobs.groups import fold_schema
 
-    return _write(iter([fold_groups(parts, as_of_us, share, count, events)]), fold_schema(), out, share)
+    return _write(iter([fold_groups(parts, share, count, events)]), fold_schema(), out, share)
 
 
 def _history_task(index: int, count: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str],

@@ -248,28 +248,23 @@ def reduce_task(index: int, groups: Iterable[tuple[str, Iterable[int]]], columns
         (Path(spans) / f"task-{index:05d}.json").write_text(json.dumps(seen))
 
 
-def fold_groups(parts: str, as_of_us: int | None, share: int, count: int, events: bool) -> Any:
+def fold_groups(parts: str, share: int, count: int, events: bool) -> Any:
     """The group fold (jobs.groups.replay_partition) over the valid group records up to as_of among the reducing
-    tasks' rows under `parts`, for share `share` of `count` of the coordinator partitions (balanced by their
-    records): with every share, what Spark's fold of the reduced log gives (jobs.groups.replay_groups). The
-    tasks keep group records whole, so their rows hold all of them; a partition's are folded in one share."""
+    tasks' rows under `parts` (the tasks marked those after it: `after_as_of`), for share `share` of `count` of
+    the coordinator partitions (balanced by their records): with every share, what Spark's fold of the reduced
+    log gives (jobs.groups.replay_groups). The tasks keep group records whole, so their rows hold all of them; a
+    partition's are folded in one share."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as pads
 
     from jobs.groups import GROUP_TYPES, fold_schema, replay_partition
 
-    rows = pads.dataset(parts, format="parquet")
-    valid = pc.field("record_type").isin(GROUP_TYPES) & pc.field("error").is_null()
-    if as_of_us is not None and "timestamp" in rows.schema.names:
-        as_of = pa.scalar(as_of_us, rows.schema.field("timestamp").type)
-        valid &= pc.field("timestamp").is_null() | (pc.field("timestamp") <= as_of)
+    valid = pc.field("record_type").isin(GROUP_TYPES) & pc.field("error").is_null() & ~pc.field("after_as_of")
     columns = {"partition": "coordinator_partition", "offset": "record_offset", "timestamp": "record_timestamp",
                "record_type": "record_type", "group_id": "group_id", "key": "key", "value": "value"}
-    records = rows.to_table(columns=[c for c in columns if c in rows.schema.names], filter=valid)
+    records = pads.dataset(parts, format="parquet").to_table(columns=list(columns), filter=valid)
     records = records.rename_columns([columns[c] for c in records.column_names])
-    if "record_timestamp" not in records.column_names:
-        records = records.append_column("record_timestamp", pa.nulls(records.num_rows, _TYPES["timestamp"]))
     sizes = records.group_by("coordinator_partition").aggregate([("coordinator_partition", "count")]).to_pylist()
     loads, mine = [0] * count, []
     for size in sorted(sizes, key=lambda s: (-s["coordinator_partition_count"], s["coordinator_partition"])):
