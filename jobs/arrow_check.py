@@ -83,7 +83,8 @@ def last_bytes(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
 @dataclass(frozen=True)
 class BulkRead:
     ok: np.ndarray  # per row: proven (see `proven`)
-    fields: dict[str, pa.Array]  # untagged integer and string fields; null where not ok or the version lacks one
+    fields: dict[str, pa.Array]  # integer, string and uuid fields; null where not ok or the row lacks one
+    heads: np.ndarray  # per row: its first two bytes as a signed number (the version of a value), -1 with fewer
 
 
 def proven(values: pa.Array, layout: Layout) -> np.ndarray:
@@ -93,7 +94,8 @@ def proven(values: pa.Array, layout: Layout) -> np.ndarray:
 
 
 def read(values: pa.Array, layout: Layout, fields: Sequence[str], heads: Mapping[int, int] | None = None) -> BulkRead:
-    """`proven`, and the named untagged fields of the proven rows (ints as int64, strings as strings).
+    """`proven`, and the named fields of the proven rows (ints as int64, strings as strings, uuids in Kafka's
+    text form); a tagged field is null where the row's tagged section is empty.
 
     `heads`: which first two bytes are read as which version of `layout` (default: each of its versions as
     itself, as a value's are). A key's first two bytes are its record type: {type: the key layout's version}."""
@@ -113,12 +115,14 @@ def read(values: pa.Array, layout: Layout, fields: Sequence[str], heads: Mapping
                     size[name][which] = lengths.get(name, 0)
     types = {f.name: f.type for f in layout.fields}
     return BulkRead(ok, {name: _decoded(buf, types[name], at[name], size[name], ok & (at[name] >= 0))
-                         for name in fields})
+                         for name in fields}, head)
 
 
 def _decoded(buf: _Bytes, t: Primitive, at: np.ndarray, size: np.ndarray, present: np.ndarray) -> pa.Array:
     """One field's values where `present`, null elsewhere."""
     first = buf.start + np.where(present, at, 0)
+    if t.name == "uuid":
+        return _uuid_text(buf, first, present)
     if t.name == "string":
         n = np.where(present, size, 0)
         offsets = np.concatenate([[0], np.cumsum(n)]).astype(np.int32)
@@ -131,6 +135,23 @@ def _decoded(buf: _Bytes, t: Primitive, at: np.ndarray, size: np.ndarray, presen
     raw = np.ascontiguousarray(buf.data[spans])
     numbers = raw.view(">u2" if t.name == "uint16" else f">i{width}").ravel().astype(np.int64)
     return pa.array(numbers, pa.int64(), mask=~present)
+
+
+_BASE64URL = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", np.uint8)
+
+
+def _uuid_text(buf: _Bytes, first: np.ndarray, present: np.ndarray) -> pa.Array:
+    """16 bytes at `first` per row, in Kafka's text form (base64url without padding: 22 characters)."""
+    n = len(first)
+    raw = np.zeros((n, 18), np.uint32)  # two zero bytes: six whole 3-byte groups
+    raw[:, :16] = buf.data[np.minimum(first[:, None] + np.arange(16), len(buf.data) - 1)]
+    groups = raw.reshape(n, 6, 3)
+    bits = (groups[:, :, 0] << 16) | (groups[:, :, 1] << 8) | groups[:, :, 2]
+    sextets = np.stack([(bits >> shift) & 0x3F for shift in (18, 12, 6, 0)], axis=-1).reshape(n, 24)[:, :22]
+    text = _BASE64URL[sextets]
+    offsets = np.arange(0, 22 * (n + 1), 22, dtype=np.int32)
+    strings = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text.tobytes()))
+    return pc.if_else(pa.array(present), strings, pa.scalar(None, pa.string()))
 
 
 def _reads(buf: _Bytes, plan: Plan) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -174,8 +195,12 @@ def _reads(buf: _Bytes, plan: Plan) -> tuple[np.ndarray, dict[str, np.ndarray], 
                 every = np.zeros_like(ok)
                 break
             every = every & (buf.byte(after) == fp.tag) & (buf.byte(after + 1) == width)
+            positions[fp.name] = after + 2
             after = after + 2 + width
         empty = count == 0
+        for fp in plan.tagged:  # absent from an empty section (read where `ok` holds, so every tag is there)
+            if fp.name in positions:
+                positions[fp.name] = np.where(empty, -1, positions[fp.name])
         pos = np.where(empty, pos + 1, after)
         ok &= empty | (every if plan.tagged else False)
     return ok & (pos == buf.length), positions, lengths

@@ -56,7 +56,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
             modern: bool = True, history: bool = True, log: DataFrame | None = None,
             rate_window_ms: int = RATE_WINDOW_MS, status_window: int = STATUS_WINDOW,
             history_tasks: HistoryTasks | None = None, ready: Callable[[str, DataFrame], None] | None = None,
-            group_fold: Callable[[], DataFrame] | None = None) -> dict[str, DataFrame]:
+            group_fold: Callable[[], DataFrame] | None = None,
+            offset_state: Callable[[], tuple[DataFrame, int]] | None = None) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed).
 
     `transactions=False` says the records hold no transactional record or marker, `modern=False` no
@@ -68,8 +69,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     (jobs.end_offsets_history). `pin(name, df)` materialises the state several tables read (default:
     persist it); `run` pins it to files in the sink's staging area. `ready(name, df)` receives each table that
     does not read the commit history as soon as it is defined, before the history is computed (`run` writes them
-    then: the history may wait for the source's tasks). `group_fold`: gives the group fold when the source's tasks
-    folded the groups themselves (jobs.replay.replay)."""
+    then: the history may wait for the source's tasks). `group_fold` and `offset_state`: give the group fold and the
+    offsets when the source's tasks computed them (jobs.replay.replay)."""
     pin = pin or _persist
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
@@ -78,7 +79,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     # Started first: tasks that run outside Spark work while the replay does.
     started = start_history_tasks(valid, history_tasks, pin) if history and history_tasks is not None else None
 
-    state = replay(valid, pin, topic_ids, transactions, modern, events=history, group_fold=group_fold)
+    state = replay(valid, pin, topic_ids, transactions, modern, events=history, group_fold=group_fold,
+                   offset_state=offset_state)
     offsets, pending = state.offsets, state.pending
     groups = pin("groups", state.groups)
     expiry = apply_expiry(offsets, groups, as_of_ms, retention_ms, pending)
@@ -264,7 +266,8 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
                          rate_window_ms=cfg.rate_window_ms, status_window=cfg.status_window,
                          history_tasks=_history_tasks(source.tasks, as_of, sink, cfg.status_window)
                          if source.tasks and cfg.history else None, ready=ready,
-                         group_fold=source.tasks.group_fold(as_of, cfg.history) if source.tasks else None)
+                         group_fold=source.tasks.group_fold(as_of, cfg.history) if source.tasks else None,
+                         offset_state=source.tasks.offset_state(as_of) if source.tasks else None)
         tables["end_offsets_history"] = ends  # written every run, unchanged by a run without end offsets
         if live_ends is not None:  # fetched now, for the offsets just rebuilt
             committed = tables["committed_offsets"]

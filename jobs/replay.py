@@ -98,7 +98,13 @@ def pinned_offsets(winners: DataFrame, pin: Pin, name: str, keep: list[str] = ()
     Python codec decodes the rows it could not prove in a second pinned pass only when there are some: a Python
     UDF in a plan starts Spark's Python workers (seconds on a small machine) even when no row reaches it."""
     native_rows = pin(name, _native_offsets(winners, keep))
-    if native_rows.where(~F.col("proven")).isEmpty():
+    return finished_offsets(native_rows, not native_rows.where(~F.col("proven")).isEmpty(), pin, name, keep)
+
+
+def finished_offsets(native_rows: DataFrame, unproven: bool, pin: Pin, name: str, keep: list[str] = ()) -> DataFrame:
+    """Rows as `_native_offsets` gives them (pinned, or jobs.task_offsets'), decoded: the Python codec's pass,
+    pinned as `{name}_decoded`, only when some are `unproven`."""
+    if not unproven:
         return native_rows.select(*_OFFSET_COLUMNS, "c.*", *keep)
     return pin(f"{name}_decoded", _decoded(native_rows, keep))
 
@@ -143,26 +149,35 @@ def group_activity(records: DataFrame, offset_winners: DataFrame) -> DataFrame:
 
 
 def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, transactions: bool = True,
-           modern: bool = True, events: bool = True, group_fold: Callable[[], DataFrame] | None = None
-           ) -> ReplayedState:
+           modern: bool = True, events: bool = True, group_fold: Callable[[], DataFrame] | None = None,
+           offset_state: Callable[[], tuple[DataFrame, int]] | None = None) -> ReplayedState:
     """Committed offsets plus the groups of every family that hold them, and their members.
 
     `pin(name, df)` materialises what several outputs read: the transactions' fates, the offset winners, the
     decoded offsets and the group fold. `transactions=False` / `modern=False` (the run's counts say the log has
     no transactional record / no modern-group record) skip the work for what cannot be there; `events=False`
     skips the group events (a history table). `group_fold`: gives the group fold of `records` (with `events`) when
-    the source's tasks folded it (jobs.sources.reduced_dump.DumpTasks.group_fold)."""
+    the source's tasks folded it (jobs.sources.reduced_dump.DumpTasks.group_fold); `offset_state`: gives the offset
+    winners and open commits of `records`, and how many they left unproven, when the source's tasks computed them
+    (jobs.task_offsets; then the state has no fates)."""
     with SparkThreads(records.sparkSession, 1, "offsetlake-fold") as beside:  # independent of the offsets
         fold = (beside.submit(group_fold) if group_fold
                 else beside.submit(pin, GROUP_FOLD, replay_groups(records, events)))
-        fates = pin("transaction_fates", fates_of(records)) if transactions else None
-        winners, open_commits = offset_winners(records, fates)
-        winners = pin("offset_winners", winners)
-        # The winners and the open transactional commits are decoded together: one native reader's plan.
-        rows = winners.select(*_OFFSET_COLUMNS, "key", "value", F.lit(False).alias("open"))
-        if transactions:
-            rows = rows.unionByName(open_commits.select(*_OFFSET_COLUMNS, "key", "value", F.lit(True).alias("open")))
-        decoded = pinned_offsets(rows, pin, "offsets", keep=["open"])
+        if offset_state is not None:
+            fates = None
+            computed, unproven = offset_state()
+            winners = computed.where(~F.col("open"))
+            decoded = finished_offsets(computed.where(F.col("live")), unproven > 0, pin, "offsets", keep=["open"])
+        else:
+            fates = pin("transaction_fates", fates_of(records)) if transactions else None
+            winners, open_commits = offset_winners(records, fates)
+            winners = pin("offset_winners", winners)
+            # The winners and the open transactional commits are decoded together: one native reader's plan.
+            rows = winners.select(*_OFFSET_COLUMNS, "key", "value", F.lit(False).alias("open"))
+            if transactions:
+                rows = rows.unionByName(open_commits.select(*_OFFSET_COLUMNS, "key", "value",
+                                                            F.lit(True).alias("open")))
+            decoded = pinned_offsets(rows, pin, "offsets", keep=["open"])
         offsets = decoded.where(~F.col("open")).drop("open")
         pending = decoded.where(F.col("open")).drop("open") if transactions else offsets.limit(0)
         folded = fold.result()

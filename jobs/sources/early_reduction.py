@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from jobs.config import SourceSpec
 from jobs.sink import new_staging, pinned
-from jobs.sources.reduced_dump import (COMBINED_LOG, HISTORY_SHARES, PARTIAL_LOG, TASK_SPANS, WHOLE_KEY_COMMITS,
-                                       DumpPlan, fold_groups, history_task, micros, plan_dump, reduce_task,
+from jobs.sources.reduced_dump import (COMBINED_LOG, HISTORY_SHARES, OFFSET_STATE, PARTIAL_LOG, TASK_SPANS,
+                                       WHOLE_KEY_COMMITS, DumpPlan, fold_groups, history_task, micros, plan_dump, reduce_task,
                                        reduced_schema)
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class EarlyReduction:
         self._workers = min(cores, len(plan.tasks))
         self._pool = multiprocessing.get_context("fork").Pool(self._workers, _ignore_interrupts)
         self._folds: list[AsyncResult] = []  # the group fold's tasks (`reduced_log`)
+        self._unproven: int | None = None  # the offset state's live rows left unproven (`reduced_log`)
         columns = list(plan.columns)
         self._results: list[AsyncResult] = [
             self._pool.apply_async(_write_task, (index, groups, columns, micros(as_of), str(self._out),
@@ -91,12 +92,13 @@ class EarlyReduction:
         # Combined across tasks here (its jobs would cost Spark more than the fold costs Arrow), in a worker: the
         # driver's memory does not grow with the dump's keys.
         combined = pinned(self.staging, COMBINED_LOG)
-        combine = self._pool.apply_async(_combine_task, (str(self._out), str(combined)))
+        combine = self._pool.apply_async(_combine_task, (str(self._out), str(combined),
+                                                         str(pinned(self.staging, OFFSET_STATE))))
         # The group fold reads only group records, which the tasks kept whole: it starts now, on every worker.
         self._folds = [self._pool.apply_async(_fold_task, (str(self._out), str(pinned(self.staging, GROUP_FOLD)),
                                                            share, self._workers, self.history))
                        for share in range(self._workers)]
-        rows = self._finished([combine], keep=True)
+        [(rows, self._unproven)] = self._finished([combine], keep=True)
         log.info("the dump's tasks reduced it to %d rows", rows)
         return spark.read.schema(from_arrow_schema(reduced_schema(list(self.plan.columns)))).parquet(str(combined))
 
@@ -109,6 +111,21 @@ class EarlyReduction:
             raise ValueError(f"the groups were folded as of {self.as_of}, events {self.history}")
         self._finished(self._folds, keep=self.history)
         return spark.read.schema(OUTPUT_SCHEMA).parquet(str(pinned(self.staging, GROUP_FOLD)))
+
+    def offset_state(self, spark: SparkSession, as_of: datetime) -> tuple[DataFrame, int]:
+        """(the offsets of the reduced log's valid records up to `as_of`, computed by the worker that combined it
+        (jobs.task_offsets.offset_state, STATE_SCHEMA), how many live ones it left unproven), once `reduced_log`
+        has run."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from jobs.task_offsets import STATE_SCHEMA
+
+        if self.as_of is not None and self.as_of != as_of:
+            raise ValueError(f"the dump was reduced as of {self.as_of}")
+        if self._unproven is None:
+            raise ValueError("the reduced log is not combined yet")
+        frame = spark.read.schema(from_arrow_schema(STATE_SCHEMA)).parquet(str(pinned(self.staging, OFFSET_STATE)))
+        return frame, self._unproven
 
     def offset_history(self, spark: SparkSession, count: int, groups: tuple[tuple[str, tuple[int, ...]], ...],
                        as_of_us: int | None, keys: Any, out: str, schema: Any, recent: int | None
@@ -138,11 +155,11 @@ class EarlyReduction:
 
         return finished
 
-    def _finished(self, results: list[AsyncResult], keep: bool = False) -> int:
-        """The rows the tasks wrote, once all have finished (a task's failure raised here); the workers stop then,
+    def _finished(self, results: list[AsyncResult], keep: bool = False) -> list[Any]:
+        """What the tasks returned, once all have finished (a task's failure raised here); the workers stop then,
         unless asked to `keep` them for more."""
         try:
-            rows = sum(result.get() for result in results)
+            rows = [result.get() for result in results]
         except BaseException:
             self.close()
             raise
@@ -170,15 +187,20 @@ def _write_task(index: int, groups: Iterable[tuple[str, Iterable[int]]], columns
                   index)
 
 
-def _combine_task(parts: str, out: str) -> int:
-    """The reducing tasks' rows in PARTS combined (jobs.partial_reduce.combine) into OUT/part-00000.parquet;
-    returns how many."""
+def _combine_task(parts: str, out: str, state: str) -> tuple[int, int]:
+    """The reducing tasks' rows in PARTS combined (jobs.partial_reduce.combine) into OUT/part-00000.parquet, and
+    their offset state (jobs.task_offsets.offset_state) into STATE/part-00000.parquet; returns (how many rows,
+    how many live offsets the state left unproven)."""
     import pyarrow.dataset as pads
 
     from jobs.partial_reduce import combine
+    from jobs.task_offsets import STATE_SCHEMA, offset_state
 
     rows = pads.dataset(parts, format="parquet").to_table()
-    return _write(iter([combine([rows])]), rows.schema, out, 0)
+    combined = combine([rows])
+    offsets, unproven = offset_state(combined)
+    _write(iter([offsets]), STATE_SCHEMA, state, 0)
+    return _write(iter([combined]), rows.schema, out, 0), unproven
 
 
 def _fold_task(parts: str, out: str, share: int, count: int, events: bool) -> int:

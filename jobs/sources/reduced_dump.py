@@ -49,6 +49,7 @@ HISTORY_TASK_RECORDS = 10_000_000
 # What the run pins the reducing tasks' rows and spans as (jobs.pipeline), in its staging area.
 PARTIAL_LOG = "partial_log"
 COMBINED_LOG = "partial_log_combined"  # the early reduction's rows, combined across its tasks
+OFFSET_STATE = "offset_state"  # and the offsets of those rows (jobs.task_offsets)
 TASK_SPANS = "task_spans"
 WHOLE_KEY_COMMITS = "whole_key_commits"  # and the history tasks' applied records of the keys Spark finishes
 HISTORY_SHARES = "history_shares"  # what reducing tasks write for the history's tasks (ShareFiles)
@@ -152,6 +153,15 @@ class DumpTasks:
         early reduction's workers fold it (the function returned waits for them); None when Spark must."""
         early = self.early
         return None if early is None else lambda: early.group_fold(self.spark, as_of, events)
+
+    def offset_state(self, as_of: datetime) -> Callable[[], tuple[DataFrame, int]] | None:
+        """The offsets of `reduced_log`'s valid records up to `as_of` (jobs.replay.replay's `offset_state`), when
+        the early reduction's worker computed them from the rows the replay reads (its tasks' spans are disjoint);
+        None when Spark must."""
+        early = self.early
+        if early is None or not spans_disjoint(early.spans):
+            return None
+        return lambda: early.offset_state(self.spark, as_of)
 
     def reduced(self, as_of: datetime | None, spans: Path | None = None) -> DataFrame:
         """plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS and CHECK_FIELDS, reduced and checked per task
