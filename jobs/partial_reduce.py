@@ -139,9 +139,7 @@ def markers(batch: pa.Table, among: np.ndarray | None = None) -> pa.Table:
         rows &= among
     found = batch.filter(pa.array(rows))
     keys = found.column("key")
-    # Kafka rejects a key shorter than 4 bytes or with a negative version (its top bit set).
-    sound = _mask(pc.and_(pc.greater_equal(pc.binary_length(keys), 4),
-                          pc.less(pc.binary_slice(keys, 0, 1), pa.scalar(b"\x80", pa.binary()))))
+    sound = sound_control_keys(keys)
     kind = pc.binary_slice(keys, 2, 4)
     fate = pc.if_else(pa.array(sound), pc.if_else(pc.equal(kind, pa.scalar(b"\x00\x01", pa.binary())), "COMMIT",
                       pc.if_else(pc.equal(kind, pa.scalar(b"\x00\x00", pa.binary())), "ABORT", None)), None)
@@ -149,6 +147,42 @@ def markers(batch: pa.Table, among: np.ndarray | None = None) -> pa.Table:
         else pa.array(np.full(found.num_rows, NO_PRODUCER, np.int64))
     table = pa.table([found.column("partition"), found.column("offset"), producer, fate], schema=MARKER_SCHEMA)
     return table.filter(pc.is_valid(table.column("fate")))
+
+
+def sound_control_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per control record key: Kafka reads it (jobs.records.transaction_marker is not null): at least 4 bytes and
+    a version that is not negative (its top bit clear)."""
+    return _mask(pc.and_(pc.greater_equal(pc.binary_length(keys), 4),
+                         pc.less(pc.binary_slice(keys, 0, 1), pa.scalar(b"\x80", pa.binary()))))
+
+
+def count_rows(rows: pa.Table) -> list[dict]:
+    """What jobs.pipeline.record_counts aggregates, from the tasks' combined rows (`combine`), whose after_as_of is
+    the run's: per (record_type, ok) the records, those after as_of, the newest timestamp, the transactional
+    records and the rows of a bad key standing for several records. ok: no error, and a control record's key
+    sound (Spark adds a malformed one's error: jobs.reduce.combine_partials)."""
+    control = _column(rows, "is_control")
+    control = np.zeros(rows.num_rows, bool) if control is None else _mask(control)
+    sound = sound_control_keys(rows.column("key"))
+    producer = _column(rows, "producer_id")
+    transactional = control & sound
+    if producer is not None:
+        transactional |= _mask(pc.not_equal(pc.fill_null(producer, NO_PRODUCER), NO_PRODUCER))
+    records = rows.column("records")
+    no_error = _mask(pc.is_null(rows.column("error")))
+    ok = no_error & ~(control & ~sound)
+    zero = pa.scalar(0, pa.int64())
+    table = pa.table({
+        "record_type": rows.column("record_type"), "ok": pa.array(ok), "count": records,
+        "after": pc.if_else(rows.column("after_as_of"), records, zero),
+        "newest": rows.column("newest_timestamp"),
+        "transactional": pc.if_else(pa.array(transactional), records, zero),
+        "scattered": pa.array((~no_error & _mask(pc.greater(records, 1))).astype(np.int64)),
+    })
+    totals = table.group_by(["record_type", "ok"], use_threads=False).aggregate(
+        [("count", "sum"), ("after", "sum"), ("newest", "max"), ("transactional", "sum"), ("scattered", "sum")])
+    return [{k.rsplit("_", 1)[0] if k.endswith(("_sum", "_max")) else k: v for k, v in row.items()}
+            for row in totals.to_pylist()]
 
 
 def next_markers(commits: pa.Table, found: pa.Table) -> tuple[pa.Array, pa.Array]:

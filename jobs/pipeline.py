@@ -158,17 +158,19 @@ def _offset_rows(offsets: DataFrame, as_of_col: Column) -> DataFrame:
     )
 
 
-def record_counts(checked: DataFrame, as_of: datetime | None) -> dict[str, Any]:
+def record_counts(checked: DataFrame, as_of: datetime | None, counted: list[dict] | None = None) -> dict[str, Any]:
     """Counts for the summary and the newest record timestamp, in one small aggregation.
 
-    `checked` is a checked log, or the reduced log whose rows stand for `records` log records each.
+    `checked` is a checked log, or the reduced log whose rows stand for `records` log records each. `counted`: the
+    aggregation's rows, when the source's tasks counted them (jobs.partial_reduce.count_rows); then Spark runs
+    no job here.
     """
     present = set(checked.columns)
     weight = F.col("records") if "records" in present else F.lit(1)
     newest = F.col("newest_timestamp") if "newest_timestamp" in present else F.col("record_timestamp")
     late = F.lit(False) if as_of is None else F.coalesce(F.col("record_timestamp") > F.lit(as_of), F.lit(False))
     transactional = (F.col("producer_id") != -1) | F.col("transaction_marker").isNotNull()
-    rows = (
+    rows = counted if counted is not None else (
         checked.groupBy("record_type", F.col("error").isNull().alias("ok"))
         .agg(F.sum(weight).alias("count"), F.sum(F.when(late, weight)).alias("after"), F.max(newest).alias("newest"),
              F.sum(F.when(transactional, weight)).alias("transactional"),
@@ -233,7 +235,7 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
         log.info("reading %s", cfg.source)
         records = log_records(source.records)
         reduced = reduce_log(records, cfg.as_of, sink.pin, _reduced_by_tasks(source.tasks, sink))
-        counts = record_counts(reduced, cfg.as_of)
+        counts = record_counts(reduced, cfg.as_of, source.tasks.counted() if source.tasks else None)
         # Default as_of: the newest record (an empty input has none: then now, and every table is empty).
         as_of = cfg.as_of or counts["newest"] or datetime.now(timezone.utc)
         log.info("read %d records: %d decoded, %d quarantined; rebuilding as of %s (retention %d min)",

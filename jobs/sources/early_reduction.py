@@ -59,6 +59,7 @@ class EarlyReduction:
         self._pool = multiprocessing.get_context("fork").Pool(self._workers, _ignore_interrupts)
         self._folds: list[AsyncResult] = []  # the group fold's tasks (`reduced_log`)
         self._unproven: int | None = None  # the offset state's live rows left unproven (`reduced_log`)
+        self._counted: list[dict] | None = None  # the combined rows' counts (`reduced_log`)
         columns = list(plan.columns)
         self._results: list[AsyncResult] = [
             self._pool.apply_async(_write_task, (index, groups, columns, micros(as_of), str(self._out),
@@ -98,7 +99,7 @@ class EarlyReduction:
         self._folds = [self._pool.apply_async(_fold_task, (str(self._out), str(pinned(self.staging, GROUP_FOLD)),
                                                            share, self._workers, self.history))
                        for share in range(self._workers)]
-        [(rows, self._unproven)] = self._finished([combine], keep=True)
+        [(rows, self._unproven, self._counted)] = self._finished([combine], keep=True)
         log.info("the dump's tasks reduced it to %d rows", rows)
         return spark.read.schema(from_arrow_schema(reduced_schema(list(self.plan.columns)))).parquet(str(combined))
 
@@ -111,6 +112,12 @@ class EarlyReduction:
             raise ValueError(f"the groups were folded as of {self.as_of}, events {self.history}")
         self._finished(self._folds, keep=self.history)
         return spark.read.schema(OUTPUT_SCHEMA).parquet(str(pinned(self.staging, GROUP_FOLD)))
+
+    def counted(self) -> list[dict]:
+        """The combined rows' counts (jobs.partial_reduce.count_rows), once `reduced_log` has run."""
+        if self._counted is None:
+            raise ValueError("the reduced log is not combined yet")
+        return self._counted
 
     def offset_state(self, spark: SparkSession, as_of: datetime) -> tuple[DataFrame, int]:
         """(the offsets of the reduced log's valid records up to `as_of`, computed by the worker that combined it
@@ -187,20 +194,20 @@ def _write_task(index: int, groups: Iterable[tuple[str, Iterable[int]]], columns
                   index)
 
 
-def _combine_task(parts: str, out: str, state: str) -> tuple[int, int]:
+def _combine_task(parts: str, out: str, state: str) -> tuple[int, int, list[dict]]:
     """The reducing tasks' rows in PARTS combined (jobs.partial_reduce.combine) into OUT/part-00000.parquet, and
     their offset state (jobs.task_offsets.offset_state) into STATE/part-00000.parquet; returns (how many rows,
-    how many live offsets the state left unproven)."""
+    how many live offsets the state left unproven, their counts: jobs.partial_reduce.count_rows)."""
     import pyarrow.dataset as pads
 
-    from jobs.partial_reduce import combine
+    from jobs.partial_reduce import combine, count_rows
     from jobs.task_offsets import STATE_SCHEMA, offset_state
 
     rows = pads.dataset(parts, format="parquet").to_table()
     combined = combine([rows])
     offsets, unproven = offset_state(combined)
     _write(iter([offsets]), STATE_SCHEMA, state, 0)
-    return _write(iter([combined]), rows.schema, out, 0), unproven
+    return _write(iter([combined]), rows.schema, out, 0), unproven, count_rows(combined)
 
 
 def _fold_task(parts: str, out: str, share: int, count: int, events: bool) -> int:

@@ -154,6 +154,11 @@ class DumpTasks:
         early = self.early
         return None if early is None else lambda: early.group_fold(self.spark, as_of, events)
 
+    def counted(self) -> list[dict] | None:
+        """What jobs.pipeline.record_counts aggregates over `reduced_log` (jobs.partial_reduce.count_rows), when the
+        early reduction's worker counted the rows it reads; None when Spark must."""
+        return None if self.early is None or not spans_disjoint(self.early.spans) else self.early.counted()
+
     def offset_state(self, as_of: datetime) -> Callable[[], tuple[DataFrame, int]] | None:
         """The offsets of `reduced_log`'s valid records up to `as_of` (jobs.replay.replay's `offset_state`), when
         the early reduction's worker computed them from the rows the replay reads (its tasks' spans are disjoint);

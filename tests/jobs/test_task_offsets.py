@@ -107,3 +107,36 @@ def test_the_workers_offsets_are_the_ones_spark_replays_from_the_same_reduced_lo
     theirs = {tuple(r) for r in winners.select(*key_of).collect()}
     assert {tuple(r) for r in computed.where("not open").select(*key_of).collect()} == theirs
     assert pc.sum(pc.invert(state.column("live"))).as_py() == 2  # the tombstones of c and d
+
+
+def test_the_workers_counts_are_the_ones_spark_aggregates_from_the_same_reduced_log(spark):
+    """jobs.partial_reduce.count_rows against Spark's aggregation in jobs.pipeline.record_counts: a malformed
+    control key (an error Spark adds), a marker of an unknown type (transactional, not an error), a bad key whose
+    two records were folded before its check (scattered), an undecodable group record, a record after as_of."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from jobs.partial_reduce import count_rows
+    from jobs.pipeline import record_counts
+    from jobs.reduce import combine_partials
+
+    bad_key = b"\x00\x01\x00\x03ab"  # an offset-commit key cut short: its values look right
+    rows = _reduced([
+        (_key("a"), _commit(1), 0, -1, False),
+        (_key("a"), _commit(2), 1, -1, False),
+        (_key("b"), _commit(1), 2, 7, False),
+        (COMMIT, None, 3, 7, True),
+        (b"\x80\x00\x00\x01", None, 4, 7, True),  # malformed
+        (b"\x00\x00\x00\x05", None, 5, 7, True),  # an unknown marker type
+        (bad_key, _commit(1), 6, -1, False),
+        (bad_key, _commit(2), 7, -1, False),
+        (encode_key(2, {"group": "g"}), b"\x00\x03junk", 8, -1, False),  # undecodable group metadata
+        (_key("a"), _commit(3), 9, -1, False),
+        (_key("a"), _commit(4), 10, -1, False),  # after as_of
+    ])
+    as_of = datetime.fromtimestamp((T0_US + 9 * 1_000_000) / 1e6, timezone.utc)
+    frame = combine_partials(spark.createDataFrame(rows.to_pandas(), from_arrow_schema(rows.schema)), True)
+    want = record_counts(frame, as_of)
+    got = record_counts(frame.limit(0), as_of, count_rows(rows))
+    assert got == want
+    assert (want["records_read"], want["records_quarantined"], want["records_after_as_of"]) == (11, 4, 1)
+    assert want["transactional_records"] == 4 and want["scattered_bad_keys"] == 1
