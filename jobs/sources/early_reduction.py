@@ -19,6 +19,8 @@ Under spark-submit, on Databricks, or in a process whose session already runs, t
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import multiprocessing
 import os
@@ -56,7 +58,7 @@ class EarlyReduction:
         self._shares = str(pinned(staging, HISTORY_SHARES)) if history else None
         # Forked before the JVM exists, so the workers inherit this process's imports and nothing of Spark's.
         self._workers = min(cores, len(plan.tasks))
-        self._pool = multiprocessing.get_context("fork").Pool(self._workers, _ignore_interrupts)
+        self._pool = multiprocessing.get_context("fork").Pool(self._workers, _start_worker)
         self._folds: list[AsyncResult] = []  # the group fold's tasks (`reduced_log`)
         self._unproven: int | None = None  # the offset state's live rows left unproven (`reduced_log`)
         self._counted: list[dict] | None = None  # the combined rows' counts (`reduced_log`)
@@ -180,10 +182,31 @@ class EarlyReduction:
         self._pool.join()
 
 
-def _ignore_interrupts() -> None:
+def _start_worker() -> None:
     """Ctrl-C reaches the whole process group: the run stops its workers itself (`close`), without their
-    tracebacks."""
+    tracebacks. And a worker keeps the memory it frees (`keep_freed_memory`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_freed_memory()
+
+
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+
+
+def keep_freed_memory() -> None:
+    """Have glibc's malloc keep the memory this process frees for its next allocations.
+
+    By default it unmaps every large block when freed and trims the top of its heap, so each numpy temporary of
+    a batch (a few MB) is fresh memory again, paid for in page faults, which a virtual machine makes dear: a
+    reducing task of the 20M sample spent 1.4 s of its 5 s in the kernel (268k faults); with large blocks from
+    the heap and the heap kept, 0.4 s (46k faults), its peak memory the same (about 520 MB). Elsewhere than
+    glibc this does nothing."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return
+    for parameter, value in ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 1 << 30), (_M_TOP_PAD, 64 << 20)):
+        mallopt(parameter, value)
 
 
 def _write_task(index: int, groups: Iterable[tuple[str, Iterable[int]]], columns: list[str], as_of_us: int | None,
