@@ -11,7 +11,8 @@ whatever this reader is unsure of is left unproven and goes through the full che
 
 A version whose layout holds a type this reader does not read (arrays, structs, bytes) is never proven.
 Positions are per-row numpy arrays, so a string's length moves each row's later fields on its own. `read` also
-gives the proven rows' fields (the history of offset commits reads them: jobs.partial_reduce).
+gives the proven rows' fields (the history of offset commits reads them, jobs.partial_reduce, and so does the
+replay's offsets, jobs.task_offsets).
 """
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def last_bytes(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
 class BulkRead:
     ok: np.ndarray  # per row: proven (see `proven`)
     fields: dict[str, pa.Array]  # integer, string and uuid fields; null where not ok or the row lacks one
-    heads: np.ndarray  # per row: its first two bytes as a signed number (the version of a value), -1 with fewer
+    prefix: np.ndarray  # per row: its first two bytes as a signed number (a value's version), -1 with fewer
 
 
 def proven(values: pa.Array, layout: Layout) -> np.ndarray:

@@ -72,11 +72,10 @@ def offset_state(rows: pa.Table) -> tuple[pa.Table, int]:
         [("offset", "max")])
     pending = pending.join(tombstones, ["partition", "offset_key"], use_threads=False)
     pending = pending.filter(pc.or_kleene(pc.is_null(pending.column("offset_max")),
-                                    pc.greater(pending.column("offset"), pending.column("offset_max"))))
+                                          pc.greater(pending.column("offset"), pending.column("offset_max"))))
     chosen = np.concatenate([winners.column("row").to_numpy(), pending.column("row").to_numpy()])
     is_open = np.concatenate([np.zeros(winners.num_rows, bool), np.ones(pending.num_rows, bool)])
-    state, unproven = _decoded(offsets.take(pa.array(chosen, pa.int64())), producer.take(chosen), is_open)
-    return state, unproven
+    return _decoded(offsets.take(pa.array(chosen, pa.int64())), producer.take(chosen), is_open)
 
 
 def _newest(keyed: pa.Table, by: list[str]) -> pa.Table:
@@ -99,14 +98,15 @@ def _decoded(rows: pa.Table, producer: pa.Array, is_open: np.ndarray) -> tuple[p
     def sentinel(n: pa.Array) -> pa.Array:  # Kafka's Utils.ofSentinel: -1 means absent
         return pc.if_else(pc.equal(n, -1), pa.scalar(None, n.type), n)
 
+    topic_id = pc.if_else(pc.equal(v["topicId"], ZERO_UUID), pa.scalar(None, pa.string()), v["topicId"])
     decoded = pa.StructArray.from_arrays([
         key.fields["topic"], pc.cast(key.fields["partition"], pa.int32()), v["offset"],
         pc.cast(sentinel(v["leaderEpoch"]), pa.int32()), pc.coalesce(v["metadata"], ""), v["commitTimestamp"],
-        sentinel(v["expireTimestamp"]), pc.if_else(pc.equal(v["topicId"], ZERO_UUID), pa.scalar(None, pa.string()), v["topicId"]),
-        pa.array(value.heads.astype(np.int16)),
+        sentinel(v["expireTimestamp"]), topic_id, pa.array(value.prefix.astype(np.int16)),
     ], fields=list(COMMIT_TYPE), mask=pa.array(~proven))
     unproven = live & ~proven
-    epoch = rows.column("producer_epoch") if "producer_epoch" in rows.column_names else pa.nulls(rows.num_rows, pa.int16())
+    epoch = (rows.column("producer_epoch") if "producer_epoch" in rows.column_names
+             else pa.nulls(rows.num_rows, pa.int16()))
     state = pa.table([
         rows.column("partition"), rows.column("group_id"), rows.column("offset"), rows.column("timestamp"), producer,
         epoch, pa.array(is_open), pa.array(live), pa.array(proven), decoded,

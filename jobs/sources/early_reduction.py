@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from jobs.config import SourceSpec
 from jobs.sink import new_staging, pinned
 from jobs.sources.reduced_dump import (COMBINED_LOG, HISTORY_SHARES, OFFSET_STATE, PARTIAL_LOG, TASK_SPANS,
-                                       WHOLE_KEY_COMMITS, DumpPlan, fold_groups, history_task, micros, plan_dump, reduce_task,
-                                       reduced_schema)
+                                       WHOLE_KEY_COMMITS, DumpPlan, fold_groups, history_task, micros, plan_dump,
+                                       reduce_task, reduced_schema)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,5 +1,6 @@
-"""The replay's offsets computed by the early reduction's worker (jobs.task_offsets) against Spark's replay of the
-same reduced log (jobs.replay), and jobs.arrow_check's reading of the tagged topic id they decode."""
+"""What the early reduction's worker computes beside the combine, against what Spark computes from the same reduced
+log: the replay's offsets (jobs.task_offsets against jobs.replay), with jobs.arrow_check's reading of the tagged
+topic id they decode, and the run's counts (jobs.partial_reduce.count_rows against jobs.pipeline.record_counts)."""
 from __future__ import annotations
 
 import random
