@@ -49,7 +49,8 @@ PARTIAL_FIELDS = (("records", pa.int64()), ("newest_timestamp", TIMESTAMP), ("af
                   ("reduced", pa.bool_()), ("fate", pa.string()), ("readable", pa.bool_()))
 # The check's columns (jobs.records.CHECK_COLUMNS), as a task gives them.
 CHECK_FIELDS = (("record_type", pa.int16()), ("group_id", pa.string()), ("error", pa.string()))
-# A folded row stands for its key's records of one kind: plain (fate null), or transactional of one fate.
+# A folded row stands for its key's records of one kind: plain (fate null), or transactional of one fate; a key's
+# tombstones are folded apart from its commits (jobs.reduce.tombstone).
 GROUP = ["partition", "key", "after_as_of", "fate"]
 # Reducible rows held before they are folded: bounds a task's memory by the number of keys, not the log.
 FOLD_ROWS = 1 << 20
@@ -217,9 +218,11 @@ def next_markers(commits: pa.Table, found: pa.Table) -> tuple[pa.Array, pa.Array
 
 
 def _fold(tables: list[pa.Table]) -> pa.Table:
-    """One row per (partition, key, after_as_of): the newest record, standing for all of them."""
+    """One row per GROUP and tombstone or not (jobs.reduce.tombstone): the newest record, standing for all of
+    them."""
     rows = pa.concat_tables(tables)
-    newest = rows.group_by(GROUP, use_threads=False).aggregate(
+    keyed = rows.append_column("tombstone", rows.column("value").is_null())
+    newest = keyed.group_by(GROUP + ["tombstone"], use_threads=False).aggregate(
         [("offset", "max"), ("records", "sum"), ("newest_timestamp", "max")])
     newest = newest.select(["partition", "offset_max", "records_sum", "newest_timestamp_max"]).rename_columns(
         ["partition", "offset", "records", "newest_timestamp"])

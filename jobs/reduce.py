@@ -2,7 +2,7 @@
 
 Almost every record is a plain offset commit, and for those the coordinator's fold ends in "the newest record
 per key wins" (spec §7.7). So one aggregation over the log keeps, per coordinator partition and key, only the
-newest plain commit, and keeps every other record whole (group metadata, modern-group records, transactional
+newest plain commit (and the newest plain tombstone: `tombstone`), and keeps every other record whole (group metadata, modern-group records, transactional
 commits and markers, anything the native reader cannot prove, records after as_of). Only the aggregation's
 fixed-width results travel through the shuffle; the rows it picked are then fetched whole by their position,
 and checked (natively, or by the Python codec for what native code cannot prove).
@@ -27,6 +27,12 @@ from jobs.records import CHECK_COLUMNS, NO_PRODUCER, check, control_error, log_r
 
 Pin = Callable[[str, DataFrame], DataFrame]
 POSITION = ["coordinator_partition", "record_offset"]
+
+
+def tombstone() -> Column:
+    """A key's newest tombstone is kept beside its newest commit: besides deleting the offset, a tombstone removes
+    the key's open transactional commits (spec §7.2, jobs.transactions), which a newer commit does not."""
+    return F.col("value").isNull().alias("tombstone")
 
 
 def after(as_of: datetime | None) -> Column:
@@ -73,7 +79,7 @@ def reduce_log(records: DataFrame, as_of: datetime | None, pin: Pin,
     # same cheap test, so the rows fetched by position are about one per key.
     # A record newer than as_of is counted and checked, never replayed: its own group, away from the others.
     newest = with_reducible(records.where(plain)).groupBy(
-        "coordinator_partition", "key", late.alias("after_as_of"),
+        "coordinator_partition", "key", late.alias("after_as_of"), tombstone(),
         F.when(~F.col("reducible"), F.col("record_offset")).alias("own_offset"),
     ).agg(
         F.max("record_offset").alias("record_offset"),
@@ -104,11 +110,11 @@ def combine_partials(partial: DataFrame, combined: bool = False) -> DataFrame:
     rows = rows.withColumn("error", F.when(F.col("is_control"), control_error()).otherwise(F.col("error")))
     if not combined:
         folded = rows.where("reduced")
-        newest = folded.groupBy("coordinator_partition", "key", "after_as_of", "fate").agg(
+        newest = folded.groupBy("coordinator_partition", "key", "after_as_of", "fate", tombstone()).agg(
             F.max("record_offset").alias("record_offset"), F.sum("records").alias("records"),
             F.max("newest_timestamp").alias("newest_timestamp"))
         winners = folded.drop("records", "newest_timestamp").join(
-            newest.drop("key", "after_as_of", "fate"), POSITION).select(rows.columns)
+            newest.drop("key", "after_as_of", "fate", "tombstone"), POSITION).select(rows.columns)
         rows = rows.where(~F.col("reduced")).unionByName(winners)
     return rows.drop("fate")
 

@@ -180,3 +180,38 @@ def history(tables: dict) -> list:
 
 def reference_history(want) -> list:
     return sorted(tuple(a) for a in want.history)
+
+
+
+def test_a_tombstone_folded_with_newer_commits_still_removes_open_transactional_commits(spark):
+    """An open transactional commit, then a plain tombstone and a plain commit on its key: the tombstone removed the
+    pending commit (the reference replay), so nothing is pending, though the reduction keeps only the key's newest
+    plain records. Through the reduced log a run replays (jobs.reduce.reduce_log; the tasks fold the same way) and
+    through the offsets the early reduction's worker computes from the tasks' rows (jobs.task_offsets). A key with
+    no tombstone keeps its open commit."""
+    import pyarrow as pa
+
+    from jobs.partial_reduce import TIMESTAMP, combine, reduce_batches
+    from jobs.records import log_records
+    from jobs.reduce import reduce_log
+    from jobs.task_offsets import offset_state
+
+    log = OffsetsLog()
+    for group in ("removed", "kept"):
+        log.commit(group, "t", 0, 5, at=T0, producer_id=201)
+        if group == "removed":
+            log.delete_offset(group, "t", 0, at=T0 + MINUTE)
+        log.commit(group, "t", 0, 9, at=T0 + 2 * MINUTE)
+    want = oracle(log)
+    assert [k[1] for k in want.pending] == ["kept"]
+    reduced = reduce_log(log_records(normalise(log.frame(spark), "test")), None, lambda _name, df: df)
+    tables = rebuild(reduced, datetime.fromtimestamp((T0 + DAY) / 1000, tz=timezone.utc), WEEK, None, history=False)
+    assert live(tables) == {k: (v.offset, v.record_offset) for k, v in want.committed.items()}
+    assert pending(tables) == {k: (v.offset, v.record_offset) for k, v in want.pending.items()}
+
+    names = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
+    raw = pa.table({name: [r[i] for r in log.rows] for i, name in zip((0, 1, 3, 4, 5, 7, 8, 10), names)})
+    raw = raw.set_column(4, "timestamp", pa.array([r[5] * 1000 for r in log.rows], pa.int64()).cast(TIMESTAMP))
+    state, _ = offset_state(combine([pa.concat_tables(reduce_batches([raw], None, {}))]))
+    opened = state.filter(state.column("open")).column("record_offset").to_pylist()
+    assert opened == [v.record_offset for v in want.pending.values()]
