@@ -2,10 +2,11 @@
 
 Almost every record is a plain offset commit, and for those the coordinator's fold ends in "the newest record
 per key wins" (spec §7.7). So one aggregation over the log keeps, per coordinator partition and key, only the
-newest plain commit (and the newest plain tombstone: `tombstone`), and keeps every other record whole (group metadata, modern-group records, transactional
-commits and markers, anything the native reader cannot prove, records after as_of). Only the aggregation's
-fixed-width results travel through the shuffle; the rows it picked are then fetched whole by their position,
-and checked (natively, or by the Python codec for what native code cannot prove).
+newest plain commit (and the newest plain tombstone: `tombstone`), and keeps every other record whole (group
+metadata, modern-group records, transactional commits and markers, anything the native reader cannot prove,
+records after as_of). Only the aggregation's fixed-width results travel through the shuffle; the rows it picked
+are then fetched whole by their position, and checked (natively, or by the Python codec for what native code
+cannot prove).
 
 When a source's tasks read the log (jobs.partial_reduce), they reduce and check it themselves, and only their
 results are combined here.
