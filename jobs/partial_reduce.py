@@ -36,10 +36,10 @@ from offsets_codec import REGISTRY
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
-_VALUE_LAYOUT = REGISTRY[OFFSET_COMMIT_TYPES[0]].value
-_KEY_LAYOUT = REGISTRY[OFFSET_COMMIT_TYPES[0]].key
+VALUE_LAYOUT = REGISTRY[OFFSET_COMMIT_TYPES[0]].value
+KEY_LAYOUT = REGISTRY[OFFSET_COMMIT_TYPES[0]].key
 # Both offset-commit key types are read as the key layout's one version (their first two bytes are the type).
-_KEY_HEADS = {t: _KEY_LAYOUT.valid.lowest for t in OFFSET_COMMIT_TYPES}
+KEY_HEADS = {t: KEY_LAYOUT.valid.lowest for t in OFFSET_COMMIT_TYPES}
 # The first two bytes of an offset-commit key: its type.
 OFFSET_KEY_PREFIXES = tuple(t.to_bytes(2, "big", signed=True) for t in OFFSET_COMMIT_TYPES)
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -93,7 +93,7 @@ def foldable(batch: pa.Table, fields: tuple[str, ...] = ()
         return rows, rows, rows, None
     values = batch.column("value")
     null = _is_null(values)
-    value = read(values, _VALUE_LAYOUT, fields)
+    value = read(values, VALUE_LAYOUT, fields)
     readable = rows & (null | value.ok)
     return readable & no_producer, readable & ~no_producer & ~null, readable, value
 
@@ -245,10 +245,10 @@ def checked(batch: pa.Table) -> pa.Table:
     tombstone) jobs.arrow_check proves is read here; every other record by the Python codec (jobs.record_check),
     except control records, whose columns stay null (Spark reads a marker's key: jobs.records.control_error)."""
     keys, values = batch.column("key").combine_chunks(), batch.column("value").combine_chunks()
-    key = read(keys, _KEY_LAYOUT, ("group",), heads=_KEY_HEADS)
+    key = read(keys, KEY_LAYOUT, ("group",), heads=KEY_HEADS)
     control = _column(batch, "is_control")
     control = np.zeros(batch.num_rows, bool) if control is None else _mask(control)
-    native = key.ok & (_is_null(values) | proven(values, _VALUE_LAYOUT)) & ~control
+    native = key.ok & (_is_null(values) | proven(values, VALUE_LAYOUT)) & ~control
     head = pc.binary_slice(keys, 0, 2)
     types = np.zeros(batch.num_rows, np.int16)
     for record_type, prefix in zip(OFFSET_COMMIT_TYPES, OFFSET_KEY_PREFIXES):  # a proven key's type
@@ -369,7 +369,7 @@ def readable_records(batches: Iterable[pa.Table], as_of_us: int | None) -> Itera
         if not rows.any():
             continue
         kept = batch.filter(pa.array(rows))
-        value = read(kept.column("value"), _VALUE_LAYOUT, PLAIN_VALUE_FIELDS)
+        value = read(kept.column("value"), VALUE_LAYOUT, PLAIN_VALUE_FIELDS)
         yield plain_records(kept, _is_null(kept.column("value")) | value.ok, value)
 
 

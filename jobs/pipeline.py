@@ -165,18 +165,7 @@ def record_counts(checked: DataFrame, as_of: datetime | None, counted: list[dict
     aggregation's rows, when the source's tasks counted them (jobs.partial_reduce.count_rows); then Spark runs
     no job here.
     """
-    present = set(checked.columns)
-    weight = F.col("records") if "records" in present else F.lit(1)
-    newest = F.col("newest_timestamp") if "newest_timestamp" in present else F.col("record_timestamp")
-    late = F.lit(False) if as_of is None else F.coalesce(F.col("record_timestamp") > F.lit(as_of), F.lit(False))
-    transactional = (F.col("producer_id") != -1) | F.col("transaction_marker").isNotNull()
-    rows = counted if counted is not None else (
-        checked.groupBy("record_type", F.col("error").isNull().alias("ok"))
-        .agg(F.sum(weight).alias("count"), F.sum(F.when(late, weight)).alias("after"), F.max(newest).alias("newest"),
-             F.sum(F.when(transactional, weight)).alias("transactional"),
-             F.count_if(F.col("error").isNotNull() & (weight > 1)).alias("scattered"))
-        .collect()
-    )
+    rows = counted if counted is not None else _count_rows(checked, as_of)
     by_type: dict[str, int] = {}
     read = decoded = after_as_of = transactional_records = scattered = 0
     newest_seen = None
@@ -204,6 +193,23 @@ def record_counts(checked: DataFrame, as_of: datetime | None, counted: list[dict
         "scattered_bad_keys": scattered,
         "newest": None if newest_seen is None else newest_seen.replace(tzinfo=timezone.utc),
     }
+
+
+def _count_rows(checked: DataFrame, as_of: datetime | None) -> list[Any]:
+    """`record_counts`' aggregation, by Spark: per (record_type, ok) count, after, newest, transactional and
+    scattered."""
+    present = set(checked.columns)
+    weight = F.col("records") if "records" in present else F.lit(1)
+    newest = F.col("newest_timestamp") if "newest_timestamp" in present else F.col("record_timestamp")
+    late = F.lit(False) if as_of is None else F.coalesce(F.col("record_timestamp") > F.lit(as_of), F.lit(False))
+    transactional = (F.col("producer_id") != -1) | F.col("transaction_marker").isNotNull()
+    return (
+        checked.groupBy("record_type", F.col("error").isNull().alias("ok"))
+        .agg(F.sum(weight).alias("count"), F.sum(F.when(late, weight)).alias("after"), F.max(newest).alias("newest"),
+             F.sum(F.when(transactional, weight)).alias("transactional"),
+             F.count_if(F.col("error").isNotNull() & (weight > 1)).alias("scattered"))
+        .collect()
+    )
 
 
 def _family(name: str) -> str | None:

@@ -18,14 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.arrow_check import read
-from jobs.partial_reduce import TIMESTAMP, markers, next_markers, offset_keys
-from offsets_codec import REGISTRY
+from jobs.partial_reduce import KEY_HEADS, KEY_LAYOUT, TIMESTAMP, VALUE_LAYOUT, markers, next_markers, offset_keys
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 from offsets_codec.wire import ZERO_UUID
 
-_KEY_LAYOUT, _VALUE_LAYOUT = REGISTRY[OFFSET_COMMIT_TYPES[0]].key, REGISTRY[OFFSET_COMMIT_TYPES[0]].value
-_KEY_HEADS = {t: _KEY_LAYOUT.valid.lowest for t in OFFSET_COMMIT_TYPES}  # both key types: the one key layout
 _VALUE_FIELDS = ("offset", "leaderEpoch", "metadata", "commitTimestamp", "expireTimestamp", "topicId")
 # decode.OFFSET_COMMIT_DDL in Arrow: a decoded offset commit.
 COMMIT_TYPE = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("committed_offset", pa.int64()),
@@ -89,8 +86,8 @@ def _decoded(rows: pa.Table, producer: pa.Array, is_open: np.ndarray) -> tuple[p
     """STATE_SCHEMA of the chosen offset records (jobs.native.offset_commit_struct's values, read with
     jobs.arrow_check), and how many live ones are left unproven."""
     keys, values = rows.column("key").combine_chunks(), rows.column("value").combine_chunks()
-    key = read(keys, _KEY_LAYOUT, ("topic", "partition"), heads=_KEY_HEADS)
-    value = read(values, _VALUE_LAYOUT, _VALUE_FIELDS)
+    key = read(keys, KEY_LAYOUT, ("topic", "partition"), heads=KEY_HEADS)
+    value = read(values, VALUE_LAYOUT, _VALUE_FIELDS)
     live = values.is_valid().to_numpy(zero_copy_only=False)
     proven = live & key.ok & value.ok
     v = value.fields

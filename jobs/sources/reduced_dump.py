@@ -157,16 +157,19 @@ class DumpTasks:
     def counted(self) -> list[dict] | None:
         """What jobs.pipeline.record_counts aggregates over `reduced_log` (jobs.partial_reduce.count_rows), when the
         early reduction's worker counted the rows it reads; None when Spark must."""
-        return None if self.early is None or not spans_disjoint(self.early.spans) else self.early.counted()
+        early = self._early_rows()
+        return None if early is None else early.counted()
 
     def offset_state(self, as_of: datetime) -> Callable[[], tuple[DataFrame, int]] | None:
         """The offsets of `reduced_log`'s valid records up to `as_of` (jobs.replay.replay's `offset_state`), when
-        the early reduction's worker computed them from the rows the replay reads (its tasks' spans are disjoint);
-        None when Spark must."""
-        early = self.early
-        if early is None or not spans_disjoint(early.spans):
-            return None
-        return lambda: early.offset_state(self.spark, as_of)
+        the early reduction's worker computed them from the rows the replay reads; None when Spark must."""
+        early = self._early_rows()
+        return None if early is None else lambda: early.offset_state(self.spark, as_of)
+
+    def _early_rows(self) -> EarlyReduction | None:
+        """The early reduction, when its combined rows are `reduced_log` (its tasks' spans are disjoint: otherwise
+        the dump was reduced again)."""
+        return self.early if self.early is not None and spans_disjoint(self.early.spans) else None
 
     def reduced(self, as_of: datetime | None, spans: Path | None = None) -> DataFrame:
         """plan.columns plus jobs.partial_reduce.PARTIAL_FIELDS and CHECK_FIELDS, reduced and checked per task
