@@ -7,6 +7,7 @@ the retention deadline for those candidates. Expiry compares `as_of >= deadline`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -51,11 +52,13 @@ def is_candidate() -> Column:
 
 
 def apply_expiry(offsets: DataFrame, groups: DataFrame, as_of_ms: int, retention_ms: int,
-                 pending: DataFrame | None = None) -> ExpiredState:
+                 pending: DataFrame | None = None,
+                 pin: Callable[[str, DataFrame], DataFrame] | None = None) -> ExpiredState:
     """Split offsets into live and expired at as_of, and drop Empty groups left with no offsets (§8.4).
 
     `pending`: open transactional commits. An offset with one on its partition never expires, and a group
-    with any is never deleted (OffsetMetadataManager.cleanupExpiredOffsets).
+    with any is never deleted (OffsetMetadataManager.cleanupExpiredOffsets). `pin(name, df)`: materialises the
+    judged offsets, which the live and expired offsets and the surviving groups all read (jobs.pipeline).
     """
     group_cols = groups.select(
         "coordinator_partition", "group_id", "group_type", "protocol_type", "state", "current_state_timestamp_ms",
@@ -79,13 +82,16 @@ def apply_expiry(offsets: DataFrame, groups: DataFrame, as_of_ms: int, retention
     kafka_condition = F.when(explicit.isNotNull(), F.lit(as_of_ms) >= explicit).otherwise(
         F.try_subtract(F.lit(as_of_ms), base) >= F.lit(retention_ms)
     )
-    expired_now = candidate & F.coalesce(kafka_condition, F.lit(False))
-    drop = ["group_type", "protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics",
-            "in_open_transaction"]
-    live = judged.where(~expired_now).withColumnRenamed("deadline_ms", "expires_at_ms").drop(*drop)
+    judged = judged.withColumn("expired_now", candidate & F.coalesce(kafka_condition, F.lit(False))).drop(
+        "group_type", "protocol_type", "state", "current_state_timestamp_ms", "subscribed_topics",
+        "in_open_transaction")
+    if pin is not None:
+        judged = pin("judged_offsets", judged)
+    expired_now = F.col("expired_now")
+    live = judged.where(~expired_now).withColumnRenamed("deadline_ms", "expires_at_ms").drop("expired_now")
     expired = judged.where(expired_now).withColumn("expires_at_ms", F.col("deadline_ms")).withColumnRenamed(
         "deadline_ms", "expired_at_ms"
-    ).drop(*drop)
+    ).drop("expired_now")
 
     counts = live.groupBy(*GROUP_KEY).agg(F.count(F.lit(1)).cast("int").alias("offset_count"))
     surviving = groups.join(counts, GROUP_KEY, "left").withColumn("offset_count", F.coalesce("offset_count", F.lit(0)))

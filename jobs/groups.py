@@ -308,14 +308,13 @@ class PartitionReplay:
     def feed(self, record: Record, group_id: str) -> None:
         slot = self.slots.setdefault(group_id, Slot())
         family = FAMILY[record.record_type]
-        before = slot.holder()
+        role = ROLE.get(record.record_type)
+        before = slot.holder() if self.record_events else None  # only events compare holders
         if family == CLASSIC:
             slot.classic = record
             slot.identity[(CLASSIC, record.is_value)] = record.offset
-            changed = True
         else:
             records = slot.modern.setdefault(family, {})
-            role = ROLE.get(record.record_type)
             if role == "GroupMetadata" and not record.is_value:
                 reason = _tombstone_violation(family, records)
                 if reason:
@@ -325,8 +324,8 @@ class PartitionReplay:
             records[record.key] = record
             if record.is_value or role == "GroupMetadata":
                 slot.identity[(family, record.is_value)] = record.offset
-            changed = role in ("GroupMetadata", "MemberMetadata") or slot.holder() != before
-        if self.record_events and changed:
+        if before is not None and (family == CLASSIC or role in ("GroupMetadata", "MemberMetadata")
+                                   or slot.holder() != before):
             self._event(group_id, slot, record, before[0])
 
     def _summary(self, slot: Slot) -> dict[str, Any] | None:

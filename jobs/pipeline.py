@@ -82,19 +82,30 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     state = replay(valid, pin, topic_ids, transactions, modern, events=history, group_fold=group_fold,
                    offset_state=offset_state)
     offsets, pending = state.offsets, state.pending
+    # The tables that need no expiry, handed to `ready` now: they are staged while the groups are pinned.
+    # (A group that expiry deletes is Empty, and an Empty group has no members: every member's group exists.)
+    unexpired = {
+        "group_members": state.members.select("*", as_of_col),
+        "quarantine": quarantine_rows(checked),
+        "pending_transactions": pending.select(
+            "*", F.col("committed_offset").alias("offset"),
+            ms_to_timestamp(F.col("commit_timestamp_ms")).alias("commit_timestamp"), as_of_col),
+    }
+    if ready is not None:
+        for name, table in unexpired.items():
+            ready(name, table)
     groups = pin("groups", state.groups)
-    expiry = apply_expiry(offsets, groups, as_of_ms, retention_ms, pending)
+    expiry = apply_expiry(offsets, groups, as_of_ms, retention_ms, pending, pin)
 
     committed = _offset_rows(expiry.offsets, as_of_col)
     expired = _offset_rows(expiry.expired, as_of_col).withColumn("expired_at", ms_to_timestamp(F.col("expired_at_ms")))
 
-    # The groups that exist decide which members, assignments and topologies are kept: computed once.
-    existing = pin("existing_groups", expiry.groups.join(state.activity, GROUP_KEY, "left"))
-    consumer_groups = existing.select(
-        "*", ms_to_timestamp(F.col("current_state_timestamp_ms")).alias("current_state_timestamp"), as_of_col)
+    # The groups that exist decide which assignments and topologies are kept: the table, computed once.
+    consumer_groups = pin("consumer_groups", expiry.groups.join(state.activity, GROUP_KEY, "left").select(
+        "*", ms_to_timestamp(F.col("current_state_timestamp_ms")).alias("current_state_timestamp"), as_of_col))
 
     def of_existing_groups(rows: DataFrame) -> DataFrame:
-        return rows.join(existing.select(*GROUP_KEY), GROUP_KEY, "left_semi").select("*", as_of_col)
+        return rows.join(consumer_groups.select(*GROUP_KEY), GROUP_KEY, "left_semi").select("*", as_of_col)
 
     spark = checked.sparkSession
     ends = None
@@ -104,13 +115,9 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         "committed_offsets": committed,
         "expired_offsets": expired,
         "consumer_groups": consumer_groups,
-        "group_members": of_existing_groups(state.members),
         "group_target_assignments": of_existing_groups(state.targets),
         "streams_topologies": of_existing_groups(state.topologies),
-        "quarantine": quarantine_rows(checked),
-        "pending_transactions": pending.select(
-            "*", F.col("committed_offset").alias("offset"),
-            ms_to_timestamp(F.col("commit_timestamp_ms")).alias("commit_timestamp"), as_of_col),
+        **unexpired,
         "segment_errors": segment_errors if segment_errors is not None else spark.createDataFrame(
             [], spark_schema("segment_errors")),
     }

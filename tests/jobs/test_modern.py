@@ -312,24 +312,60 @@ def test_early_access_share_records_are_quarantined_with_a_reason(spark):
     assert tables["consumer_groups"].count() == 0
 
 
-def _events(log: OffsetsLog) -> list[dict]:
-    """The fold's group events over `log` (one coordinator partition), without Spark."""
+def _fold(rows: list[tuple]) -> list[dict]:
+    """The fold's output rows (jobs.groups.replay_partition) over an OffsetsLog's group records `rows` (one
+    coordinator partition), without Spark."""
     import numpy as np
     import pyarrow as pa
 
-    from jobs.groups import replay_partition
+    from jobs.groups import GROUP_TYPES, replay_partition
     from jobs.record_check import verdicts
 
-    keys = pa.array([r[0] for r in log.rows], pa.binary())
-    values = pa.array([r[1] for r in log.rows], pa.binary())
+    keys = pa.array([r[0] for r in rows], pa.binary())
+    values = pa.array([r[1] for r in rows], pa.binary())
     types, group_ids, errors = verdicts(keys, values, pa.array(np.arange(len(keys))))
     assert errors.null_count == len(errors)
-    table = pa.table({"coordinator_partition": pa.array([r[3] for r in log.rows], pa.int32()),
-                      "record_offset": pa.array([r[4] for r in log.rows], pa.int64()),
-                      "record_timestamp": pa.array([r[5] for r in log.rows], pa.timestamp("ms", tz="UTC")),
+    table = pa.table({"coordinator_partition": pa.array([r[3] for r in rows], pa.int32()),
+                      "record_offset": pa.array([r[4] for r in rows], pa.int64()),
+                      "record_timestamp": pa.array([r[5] for r in rows], pa.timestamp("ms", tz="UTC")),
                       "record_type": types, "group_id": group_ids, "key": keys, "value": values})
-    rows = replay_partition(table).to_pylist()
-    return [{**r["event"], "group_id": r["group_id"]} for r in rows if r["kind"] == "event"]
+    return replay_partition(table.filter(pa.compute.is_in(types, pa.array(GROUP_TYPES, pa.int16())))).to_pylist()
+
+
+def _events(log: OffsetsLog) -> list[dict]:
+    """The fold's group events over `log` (one coordinator partition), without Spark."""
+    return [{**r["event"], "group_id": r["group_id"]} for r in _fold(log.rows) if r["kind"] == "event"]
+
+
+def test_a_group_has_members_exactly_when_it_is_not_empty(join_log):
+    """The pipeline keeps every member without asking whether expiry deleted its group (jobs.pipeline): it
+    deletes only Empty groups, and a group with members is never Empty. Checked after every record of logs of
+    each family: joins, leaves, deletions, a classic group emptied and removed, a streams and a share group."""
+    classic = OffsetsLog()
+    a, b = member("a", ["orders"], {"orders": [0]}), member("b", ["orders"], {"orders": [1]})
+    classic.group("classic", T0, members=[a, b], generation=1)
+    classic.group("classic", T0 + MINUTE, members=[], generation=2)
+    classic.delete_group("classic", T0 + 2 * MINUTE)
+    leaving = OffsetsLog()
+    cg_member(leaving, "cg", "m1", T0)
+    cg_epoch(leaving, "cg", 1, T0)
+    cg_current(leaving, "cg", "m1", 1, [(ORDERS, [0])], T0, previous=0)
+    cg_delete(leaving, "cg", ["m1"], T0 + MINUTE)
+    share = OffsetsLog()
+    share.record("ShareGroupMemberMetadata", {"GroupId": "sg", "MemberId": "s1"}, {
+        "RackId": None, "ClientId": "share-client", "ClientHost": "/10.1.1.1", "SubscribedTopicNames": ["orders"]}, T0)
+    share.record("ShareGroupMetadata", {"GroupId": "sg"}, {"Epoch": 2, "MetadataHash": 5}, T0)
+    share.record("ShareGroupMemberMetadata", {"GroupId": "sg", "MemberId": "s1"}, None, T0 + MINUTE)
+    checked = 0
+    for log in (join_log, classic, leaving, share, streams_log(), streams_log(validated=2)):
+        for end in range(1, len(log.rows) + 1):
+            rows = _fold(log.rows[:end])
+            with_members = {r["group_id"] for r in rows if r["kind"] == "member"}
+            for g in (r for r in rows if r["kind"] == "group"):
+                assert (g["group"]["state"] == "Empty") == (g["group"]["member_count"] == 0), g
+                assert (g["group_id"] in with_members) == (g["group"]["member_count"] > 0), g
+                checked += 1
+    assert checked > 20
 
 
 def test_group_events_follow_rebalances_joins_and_leaves():
