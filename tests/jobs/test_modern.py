@@ -317,6 +317,7 @@ def _fold(rows: list[tuple]) -> list[dict]:
     coordinator partition), without Spark."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from jobs.groups import GROUP_TYPES, replay_partition
     from jobs.record_check import verdicts
@@ -329,7 +330,7 @@ def _fold(rows: list[tuple]) -> list[dict]:
                       "record_offset": pa.array([r[4] for r in rows], pa.int64()),
                       "record_timestamp": pa.array([r[5] for r in rows], pa.timestamp("ms", tz="UTC")),
                       "record_type": types, "group_id": group_ids, "key": keys, "value": values})
-    return replay_partition(table.filter(pa.compute.is_in(types, pa.array(GROUP_TYPES, pa.int16())))).to_pylist()
+    return replay_partition(table.filter(pc.is_in(types, pa.array(GROUP_TYPES, pa.int16())))).to_pylist()
 
 
 def _events(log: OffsetsLog) -> list[dict]:
