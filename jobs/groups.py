@@ -324,7 +324,7 @@ class PartitionReplay:
             records[record.key] = record
             if record.is_value or role == "GroupMetadata":
                 slot.identity[(family, record.is_value)] = record.offset
-        if before is not None and (family == CLASSIC or role in ("GroupMetadata", "MemberMetadata")
+        if self.record_events and (family == CLASSIC or role in ("GroupMetadata", "MemberMetadata")
                                    or slot.holder() != before):
             self._event(group_id, slot, record, before[0])
 

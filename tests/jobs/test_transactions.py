@@ -182,7 +182,6 @@ def reference_history(want) -> list:
     return sorted(tuple(a) for a in want.history)
 
 
-
 def test_a_tombstone_folded_with_newer_commits_still_removes_open_transactional_commits(spark):
     """An open transactional commit, then a plain tombstone and a plain commit on its key: the tombstone removed the
     pending commit (the reference replay), so nothing is pending, though the reduction keeps only the key's newest
