@@ -266,10 +266,15 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
                  "quarantine": counts["records_quarantined"] == 0, "pending_transactions": not transactions,
                  "group_target_assignments": not modern, "streams_topologies": not modern}
 
+        # The members named without Spark, when the source's tasks folded the groups and computed the offsets.
+        named_members = source.tasks.group_members(as_of, topic_ids) if source.tasks else None
+
         def stage(name: str, table: DataFrame) -> None:  # on the sink's threads, several tables at once
             if name == "quarantine" and counts["scattered_bad_keys"]:  # a corrupt key whose values looked right
                 whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))  # all its records, whole
                 table = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
+            if name == "group_members" and named_members is not None:
+                table = named_members
             sink.stage_soon(name, None if empty.get(name) else table)
 
         def ready(name: str, table: DataFrame) -> None:

@@ -27,6 +27,7 @@ import uuid
 from concurrent.futures import Future, wait
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -76,15 +77,18 @@ class TableSink:
         self._soon: dict[str, Future] = {}  # tables given to `stage_soon`
         self._threads: SparkThreads | None = None
 
-    def stage(self, table: str, df: DataFrame | None) -> None:
+    def stage(self, table: str, df: DataFrame | Callable[[Path], object] | None) -> None:
         """Compute `df` now, with the table's contract schema, into the staging area; None: the table is
-        known to be empty (written without Spark: a job costs more than nothing)."""
+        known to be empty (written without Spark: a job costs more than nothing); a function: it writes the
+        table's Parquet files (its contract's Arrow schema) into the folder it is given, without Spark."""
         path = self.staged(table)
         if table in self.rows:  # pinned as a table already (pin)
             return
         if df is None:
             path.mkdir(parents=True, exist_ok=True)
             pq.write_table(arrow_schema(table).empty_table(), path / "part-00000.parquet")
+        elif not isinstance(df, DataFrame):
+            df(path)
         else:
             self.spark.sparkContext.setJobDescription(f"offsetlake: table {table}")  # names its jobs in Spark's UI
             # Laid out as the Delta table will be: a partition column lives in folder names, not in the files.
@@ -93,7 +97,7 @@ class TableSink:
         self.rows[table] = pads.dataset(path, format="parquet").count_rows()  # from footers, cheap
         log.info("computed %s: %d rows", table, self.rows[table])
 
-    def stage_soon(self, table: str, df: DataFrame | None) -> None:
+    def stage_soon(self, table: str, df: DataFrame | Callable[[Path], object] | None) -> None:
         """`stage` on one of the sink's threads (STAGING_THREADS), now or once one is free; `wait` for them."""
         if table in self.rows or table in self._soon:
             return

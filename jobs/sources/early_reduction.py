@@ -115,6 +115,19 @@ class EarlyReduction:
         self._finished(self._folds, keep=self.history)
         return spark.read.schema(OUTPUT_SCHEMA).parquet(str(pinned(self.staging, GROUP_FOLD)))
 
+    def group_members(self, as_of: datetime, topic_ids: dict[str, str], out: Path) -> int:
+        """The group_members table (jobs.task_members, `topic_ids`: --topic-ids) of the workers' group fold and
+        offset state, written to `out` by this process once the fold has finished; returns how many rows."""
+        from jobs.groups import GROUP_FOLD
+        from jobs.task_members import write_group_members
+
+        if self.as_of is not None and self.as_of != as_of:
+            raise ValueError(f"the groups were folded as of {self.as_of}")
+        for fold in self._folds:
+            fold.get()  # a failed share raises (as the run's own wait for the fold does first)
+        return write_group_members(pinned(self.staging, GROUP_FOLD), pinned(self.staging, OFFSET_STATE), topic_ids,
+                                   as_of, out)
+
     def counted(self) -> list[dict]:
         """The combined rows' counts (jobs.partial_reduce.count_rows), once `reduced_log` has run."""
         if self._counted is None:

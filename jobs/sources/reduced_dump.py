@@ -166,6 +166,13 @@ class DumpTasks:
         early = self._early_rows()
         return None if early is None else lambda: early.offset_state(self.spark, as_of)
 
+    def group_members(self, as_of: datetime, topic_ids: dict[str, str]) -> Callable[[Path], int] | None:
+        """A function writing the group_members table of `reduced_log`'s valid records up to `as_of` into a folder
+        (jobs.task_members; `topic_ids`: --topic-ids), when the early reduction's workers folded the groups and
+        computed the offsets it names them by; None when Spark must."""
+        early = self._early_rows()
+        return None if early is None else lambda out: early.group_members(as_of, topic_ids, out)
+
     def _early_rows(self) -> EarlyReduction | None:
         """The early reduction, when its combined rows are `reduced_log` (its tasks' spans are disjoint: otherwise
         the dump was reduced again)."""

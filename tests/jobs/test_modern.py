@@ -398,3 +398,71 @@ def test_group_events_follow_rebalances_joins_and_leaves():
         ("cg", "rebalanced", 2, 1, "Assigning", 2, [], [], 0.0),
         ("cg", "member_left", 2, 2, "Assigning", 1, [], ["m1"], 60.0),
     ]
+
+
+def test_the_members_named_without_spark_are_the_ones_spark_names(spark):
+    """jobs.task_members (the driver names the members of the early reduction's fold) against jobs.replay over
+    the same log, on two coordinator partitions: topic ids named by a v4 commit, a share group's partition
+    metadata and --topic-ids (the greatest name where they differ) or by none; partitions out of order and
+    pending revocation; a member without an assignment; streams tasks of a subtopology with source topics, one
+    without any, and one the topology does not have; a classic group's members."""
+    import pyarrow as pa
+
+    from jobs.decode import offset_commit_columns
+    from jobs.groups import fold_schema
+    from jobs.tables import arrow_schema
+    from jobs.task_members import group_members
+
+    log = streams_log()
+    log.commit("cg", "orders", 0, 10, T0, version=4, topic_id=ORDERS)
+    cg_member(log, "cg", "m1", T0)
+    cg_member(log, "cg", "m2", T0)
+    cg_member(log, "cg", "m3", T0)  # no assignment yet
+    cg_epoch(log, "cg", 2, T0)
+    cg_current(log, "cg", "m1", 2, [(PAYMENTS, [0]), (ORDERS, [1, 0]), (UNKNOWN, [2])], T0)
+    log.record("ConsumerGroupCurrentMemberAssignment", {"GroupId": "cg", "MemberId": "m2"}, {
+        "MemberEpoch": 2, "PreviousMemberEpoch": 1, "State": 1, "AssignedPartitions": [],
+        "PartitionsPendingRevocation": [{"TopicId": ORDERS, "Partitions": [5, 3]}]}, T0)
+    log.record("StreamsGroupMemberMetadata", {"GroupId": "app", "MemberId": "w2"}, {
+        "InstanceId": None, "RackId": "r", "ClientId": "app-client", "ClientHost": "/10.2.0.2",
+        "RebalanceTimeoutMs": 60_000, "TopologyEpoch": 3, "ProcessId": "p2", "UserEndpoint": None, "ClientTags": []}, T0)
+    log.record("StreamsGroupCurrentMemberAssignment", {"GroupId": "app", "MemberId": "w2"}, {
+        "MemberEpoch": 4, "PreviousMemberEpoch": 3, "State": 2,
+        "ActiveTasks": [{"SubtopologyId": "9", "Partitions": [0]}, {"SubtopologyId": "1", "Partitions": [1]}],
+        "StandbyTasks": [], "WarmupTasks": [], "StandbyTasksPendingRevocation": [], "WarmupTasksPendingRevocation": [],
+        "ActiveTasksPendingRevocation": [{"SubtopologyId": "0", "Partitions": [1]}]}, T0)
+    log.record("ShareGroupMemberMetadata", {"GroupId": "sg", "MemberId": "s1"}, {
+        "RackId": None, "ClientId": "share-client", "ClientHost": "/10.1.1.1", "SubscribedTopicNames": ["orders"]}, T0,
+        coordinator=1)
+    log.record("ShareGroupMetadata", {"GroupId": "sg"}, {"Epoch": 2, "MetadataHash": 5}, T0, coordinator=1)
+    log.record("ShareGroupCurrentMemberAssignment", {"GroupId": "sg", "MemberId": "s1"}, {
+        "MemberEpoch": 2, "PreviousMemberEpoch": 1, "State": 0,
+        "AssignedPartitions": [{"TopicId": PAYMENTS, "Partitions": [1]}]}, T0, coordinator=1)
+    log.record("ShareGroupStatePartitionMetadata", {"GroupId": "sg"}, {
+        "InitializingTopics": [], "InitializedTopics": [{"TopicId": PAYMENTS, "TopicName": "payments-b",
+                                                         "Partitions": [1]}], "DeletingTopics": []}, T0, coordinator=1)
+    log.group("classic", T0, members=[member("a", ["orders"], {"orders": [1, 0], "b": [3]}), member("b", ["orders"])],
+              coordinator=1)
+    topic_ids = {PAYMENTS: "payments-a", ORDERS: "a-orders"}
+    tables = rebuild_log(spark, log, T0, topic_ids=topic_ids)
+    want = {(r.group_id, r.member_id): r.asDict(recursive=True) for r in tables["group_members"].collect()}
+
+    fold = pa.concat_tables([pa.Table.from_pylist(_fold([r for r in log.rows if r[3] == partition]), fold_schema())
+                             for partition in (0, 1)])
+    offset_topics = [(c["topic_id"], c["topic"]) for c in (offset_commit_columns(r[0], r[1]) for r in log.rows
+                                                            if r[0][:2] in (b"\x00\x00", b"\x00\x01") and r[1])]
+    as_of = datetime.fromtimestamp(T0 / 1000, tz=timezone.utc)
+    named = group_members(fold, offset_topics, topic_ids, as_of)
+    assert named.schema == arrow_schema("group_members")
+    assert set(named.column("as_of").to_pylist()) == {as_of}
+    got = {(r["group_id"], r["member_id"]): r for r in named.drop_columns("as_of").to_pylist()}
+    assert got == {k: {c: w[c] for c in named.column_names if c != "as_of"} for k, w in want.items()}
+    assert len(got) == 8
+    assert [tuple(p.values()) for p in got[("cg", "m1")]["assigned_partitions"]] == [
+        (None, 2, UNKNOWN), ("orders", 0, ORDERS), ("orders", 1, ORDERS), ("payments-b", 0, PAYMENTS)]
+    assert got[("cg", "m2")]["assigned_partitions"] == [] and len(got[("cg", "m2")]["current_assignment_detail"]) == 2
+    assert got[("cg", "m3")]["current_assignment_detail"] is None
+    assert [tuple(p.values()) for p in got[("app", "w2")]["current_assignment_detail"]] == [
+        (None, 0, None, 4, False), (None, 1, None, 4, False), ("input", 1, None, 4, True)]
+    assert got[("sg", "s1")]["assigned_partitions"] == [{"topic": "payments-b", "partition": 1, "topic_id": PAYMENTS}]
+    assert [p["topic"] for p in got[("classic", "a")]["assigned_partitions"]] == ["b", "orders", "orders"]
