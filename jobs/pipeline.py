@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,6 +33,7 @@ from jobs.sources.early_reduction import EarlyReduction
 from jobs.sources.reduced_dump import TASK_SPANS, DumpTasks
 from jobs.sources.topic_ids import read_topic_ids
 from jobs.tables import TABLES, spark_schema
+from jobs.task_groups import NAMED_TABLES, write_table
 from jobs.types import ms_to_timestamp
 from offsets_codec import REGISTRY
 
@@ -266,15 +268,16 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
                  "quarantine": counts["records_quarantined"] == 0, "pending_transactions": not transactions,
                  "group_target_assignments": not modern, "streams_topologies": not modern}
 
-        # The members named without Spark, when the source's tasks folded the groups and computed the offsets.
-        named_members = source.tasks.group_members(as_of, topic_ids) if source.tasks else None
+        # The member-level group tables written without Spark, when the source's tasks folded the groups and
+        # computed the offsets (jobs.task_groups).
+        named_fold = source.tasks.named_fold(as_of, topic_ids) if source.tasks else None
 
         def stage(name: str, table: DataFrame) -> None:  # on the sink's threads, several tables at once
             if name == "quarantine" and counts["scattered_bad_keys"]:  # a corrupt key whose values looked right
                 whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))  # all its records, whole
                 table = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
-            if name == "group_members" and named_members is not None:
-                table = named_members
+            if named_fold is not None and name in NAMED_TABLES:
+                table = partial(write_table, named_fold, name, sink.staged("consumer_groups"))
             sink.stage_soon(name, None if empty.get(name) else table)
 
         def ready(name: str, table: DataFrame) -> None:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from jobs.sources.early_reduction import EarlyReduction
+    from jobs.task_groups import NamedFold
 
 # Compressed bytes of row groups per task, at most. Each task's output is about one row per key, so fewer,
 # larger tasks send Spark fewer rows; a task's memory is bounded by its keys either way (FOLD_ROWS).
@@ -166,12 +167,12 @@ class DumpTasks:
         early = self._early_rows()
         return None if early is None else lambda: early.offset_state(self.spark, as_of)
 
-    def group_members(self, as_of: datetime, topic_ids: dict[str, str]) -> Callable[[Path], int] | None:
-        """A function writing the group_members table of `reduced_log`'s valid records up to `as_of` into a folder
-        (jobs.task_members; `topic_ids`: --topic-ids), when the early reduction's workers folded the groups and
-        computed the offsets it names them by; None when Spark must."""
+    def named_fold(self, as_of: datetime, topic_ids: dict[str, str]) -> Callable[[], NamedFold] | None:
+        """Gives the group fold of `reduced_log`'s valid records up to `as_of` with the names of its offsets and
+        `topic_ids` (--topic-ids), which the member-level group tables are written from (jobs.task_groups), when the
+        early reduction's workers folded the groups and computed the offsets; None when Spark must."""
         early = self._early_rows()
-        return None if early is None else lambda out: early.group_members(as_of, topic_ids, out)
+        return None if early is None else lambda: early.named_fold(as_of, topic_ids)
 
     def _early_rows(self) -> EarlyReduction | None:
         """The early reduction, when its combined rows are `reduced_log` (its tasks' spans are disjoint: otherwise

@@ -400,18 +400,19 @@ def test_group_events_follow_rebalances_joins_and_leaves():
     ]
 
 
-def test_the_members_named_without_spark_are_the_ones_spark_names(spark):
-    """jobs.task_members (the driver names the members of the early reduction's fold) against jobs.replay over
-    the same log, on two coordinator partitions: topic ids named by a v4 commit, a share group's partition
-    metadata and --topic-ids (the greatest name where they differ) or by none; partitions out of order and
-    pending revocation; a member without an assignment; streams tasks of a subtopology with source topics, one
-    without any, and one the topology does not have; a classic group's members."""
+def test_the_member_level_tables_written_without_spark_are_the_ones_spark_writes(spark):
+    """jobs.task_groups (the driver writes group_members, group_target_assignments and streams_topologies from
+    the early reduction's fold) against jobs.replay over the same log, on two coordinator partitions: topic ids
+    named by a v4 commit, a share group's partition metadata and --topic-ids (the greatest name where they
+    differ) or by none; partitions out of order and pending revocation; a member without an assignment; streams
+    tasks of a subtopology with source topics, one without any, and one the topology does not have; a classic
+    group's members; the target assignment and topology of groups that expiry deletes (Empty, no offsets)."""
     import pyarrow as pa
 
     from jobs.decode import offset_commit_columns
     from jobs.groups import fold_schema
     from jobs.tables import arrow_schema
-    from jobs.task_members import group_members
+    from jobs.task_groups import NamedFold
 
     log = streams_log()
     log.commit("cg", "orders", 0, 10, T0, version=4, topic_id=ORDERS)
@@ -443,16 +444,25 @@ def test_the_members_named_without_spark_are_the_ones_spark_names(spark):
                                                          "Partitions": [1]}], "DeletingTopics": []}, T0, coordinator=1)
     log.group("classic", T0, members=[member("a", ["orders"], {"orders": [1, 0], "b": [3]}), member("b", ["orders"])],
               coordinator=1)
+    cg_target(log, "cg", "m1", [(PAYMENTS, [0]), (UNKNOWN, [1])], T0)
+    cg_epoch(log, "gone", 1, T0)
+    cg_target(log, "gone", "x", [(ORDERS, [0])], T0)
+    log.record("StreamsGroupTopology", {"GroupId": "gone-app"}, {"Epoch": 1, "Subtopologies": [
+        {"SubtopologyId": "0", "SourceTopics": ["in"], "SourceTopicRegex": [], "StateChangelogTopics": [],
+         "RepartitionSinkTopics": [], "RepartitionSourceTopics": [], "CopartitionGroups": []}]}, T0)
     topic_ids = {PAYMENTS: "payments-a", ORDERS: "a-orders"}
     tables = rebuild_log(spark, log, T0, topic_ids=topic_ids)
     want = {(r.group_id, r.member_id): r.asDict(recursive=True) for r in tables["group_members"].collect()}
+    existing = {(r.coordinator_partition, r.group_id) for r in tables["consumer_groups"].collect()}
+    assert {"cg", "app", "sg", "classic"} <= {g for _, g in existing} and not {"gone", "gone-app"} & existing
 
     fold = pa.concat_tables([pa.Table.from_pylist(_fold([r for r in log.rows if r[3] == partition]), fold_schema())
                              for partition in (0, 1)])
     offset_topics = [(c["topic_id"], c["topic"]) for c in (offset_commit_columns(r[0], r[1]) for r in log.rows
                                                             if r[0][:2] in (b"\x00\x00", b"\x00\x01") and r[1])]
     as_of = datetime.fromtimestamp(T0 / 1000, tz=timezone.utc)
-    named = group_members(fold, offset_topics, topic_ids, as_of)
+    fold = NamedFold(fold, offset_topics, topic_ids, as_of)
+    named = fold.table("group_members")
     assert named.schema == arrow_schema("group_members")
     assert set(named.column("as_of").to_pylist()) == {as_of}
     got = {(r["group_id"], r["member_id"]): r for r in named.drop_columns("as_of").to_pylist()}
@@ -466,3 +476,13 @@ def test_the_members_named_without_spark_are_the_ones_spark_names(spark):
         (None, 0, None, 4, False), (None, 1, None, 4, False), ("input", 1, None, 4, True)]
     assert got[("sg", "s1")]["assigned_partitions"] == [{"topic": "payments-b", "partition": 1, "topic_id": PAYMENTS}]
     assert [p["topic"] for p in got[("classic", "a")]["assigned_partitions"]] == ["b", "orders", "orders"]
+    for name in ("group_target_assignments", "streams_topologies"):
+        table = fold.table(name, existing)
+        assert table.schema == arrow_schema(name) and set(table.column("as_of").to_pylist()) == {as_of}
+        rows = sorted(map(repr, table.drop_columns("as_of").to_pylist()))
+        assert rows == sorted(repr({c: r[c] for c in table.column_names if c != "as_of"})
+                              for r in (r.asDict(recursive=True) for r in tables[name].collect()))
+        kept = {"group_target_assignments": {"cg", "app"}, "streams_topologies": {"app"}}[name]
+        assert set(table.column("group_id").to_pylist()) == kept
+    assert {"gone", "gone-app"} <= set(fold.targets.column("group_id").to_pylist() +
+                                      fold.topologies.column("group_id").to_pylist())
