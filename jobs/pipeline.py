@@ -23,17 +23,17 @@ from jobs.lag import RATE_WINDOW_MS, consumer_lag
 from jobs.metrics import SparkWork, peak_rss_mb
 from jobs.records import check, log_records
 from jobs.reduce import reduce_log, scattered_bad_keys
-from jobs.replay import replay
+from jobs.replay import OFFSETS, replay
 from jobs.sink import TableSink
 from jobs.status import STATUS_WINDOW, group_status, recent_commits
 from jobs.session import sized_for
 from jobs.sources import input_bytes, read_source
 from jobs.sources.end_offsets import is_live, live_cluster, live_end_offsets, read_end_offsets
 from jobs.sources.early_reduction import EarlyReduction
-from jobs.sources.reduced_dump import TASK_SPANS, DumpTasks
+from jobs.sources.reduced_dump import OFFSET_STATE, TASK_SPANS, DumpTasks
 from jobs.sources.topic_ids import read_topic_ids
 from jobs.tables import TABLES, spark_schema
-from jobs.task_groups import NAMED_TABLES, write_table
+from jobs.task_groups import NAMED_TABLES, PinnedFold
 from jobs.types import ms_to_timestamp
 from offsets_codec import REGISTRY
 
@@ -268,16 +268,17 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
                  "quarantine": counts["records_quarantined"] == 0, "pending_transactions": not transactions,
                  "group_target_assignments": not modern, "streams_topologies": not modern}
 
-        # The member-level group tables written without Spark, when the source's tasks folded the groups and
-        # computed the offsets (jobs.task_groups).
-        named_fold = source.tasks.named_fold(as_of, topic_ids) if source.tasks else None
+        # The member-level group tables are written without Spark, from the pinned group fold and offsets.
+        offset_state = source.tasks.offset_state(as_of) if source.tasks else None
+        pinned_fold = PinnedFold(sink.pinned(GROUP_FOLD), sink.pinned(OFFSET_STATE if offset_state else OFFSETS),
+                                 topic_ids, as_of)
 
         def stage(name: str, table: DataFrame) -> None:  # on the sink's threads, several tables at once
             if name == "quarantine" and counts["scattered_bad_keys"]:  # a corrupt key whose values looked right
                 whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))  # all its records, whole
                 table = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
-            if named_fold is not None and name in NAMED_TABLES:
-                table = partial(write_table, named_fold, name, sink.staged("consumer_groups"))
+            if name in NAMED_TABLES:
+                table = partial(pinned_fold.write, name, sink.staged("consumer_groups"))
             sink.stage_soon(name, None if empty.get(name) else table)
 
         def ready(name: str, table: DataFrame) -> None:
@@ -290,7 +291,7 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
                          history_tasks=_history_tasks(source.tasks, as_of, sink, cfg.status_window)
                          if source.tasks and cfg.history else None, ready=ready,
                          group_fold=source.tasks.group_fold(as_of, cfg.history) if source.tasks else None,
-                         offset_state=source.tasks.offset_state(as_of) if source.tasks else None)
+                         offset_state=offset_state)
         tables["end_offsets_history"] = ends  # written every run, unchanged by a run without end offsets
         if live_ends is not None:  # fetched now, for the offsets just rebuilt
             committed = tables["committed_offsets"]

@@ -33,6 +33,7 @@ MEMBER_STATES = {
     **{f"streams:{c}": n for c, n in ((1, "STABLE"), (2, "UNREVOKED_TASKS"), (3, "UNRELEASED_TASKS"), (127, "UNKNOWN"))},
 }
 Pin = Callable[[str, DataFrame], DataFrame]
+OFFSETS = "offsets"  # what the replay pins the decoded offsets as (jobs.task_groups reads them)
 
 
 def offset_key() -> Column:
@@ -167,7 +168,7 @@ def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, tra
             fates = None
             computed, unproven = offset_state()
             winners = computed.where(~F.col("open"))
-            decoded = finished_offsets(computed.where(F.col("live")), unproven > 0, pin, "offsets", keep=["open"])
+            decoded = finished_offsets(computed.where(F.col("live")), unproven > 0, pin, OFFSETS, keep=["open"])
         else:
             fates = pin("transaction_fates", fates_of(records)) if transactions else None
             winners, open_commits = offset_winners(records, fates)
@@ -177,7 +178,7 @@ def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, tra
             if transactions:
                 rows = rows.unionByName(open_commits.select(*_OFFSET_COLUMNS, "key", "value",
                                                             F.lit(True).alias("open")))
-            decoded = pinned_offsets(rows, pin, "offsets", keep=["open"])
+            decoded = pinned_offsets(rows, pin, OFFSETS, keep=["open"])
         offsets = decoded.where(~F.col("open")).drop("open")
         pending = decoded.where(F.col("open")).drop("open") if transactions else offsets.limit(0)
         folded = fold.result()

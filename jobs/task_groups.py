@@ -12,9 +12,10 @@ It runs in the driver, without Spark: pyarrow in, pyarrow out.
 """
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -153,15 +154,47 @@ def _of(rows: pa.Table, existing: set[GroupKey]) -> pa.Array:
     return pa.array([key in existing for key in keys], pa.bool_())
 
 
-def read_fold(fold: Path, offset_state: Path, topic_ids: dict[str, str], as_of: datetime) -> NamedFold:
-    """The NamedFold of the fold pinned in `fold` and of the offsets in `offset_state` (jobs.task_offsets's rows;
-    the live ones the native reader left unproven decoded here by the codec)."""
+class PinnedFold:
+    """The NAMED_TABLES of a run's pinned group fold (`fold`) and offsets (`offsets`: jobs.replay's pinned
+    offsets, or jobs.task_offsets's rows with their tombstones), written into the staging area; the pinned
+    files are read once, by the first of the sink's threads to ask."""
+
+    def __init__(self, fold: Path, offsets: Path, topic_ids: dict[str, str], as_of: datetime) -> None:
+        self._paths = (fold, offsets)
+        self._topic_ids = topic_ids
+        self._as_of = as_of
+        self._named: NamedFold | None = None
+        self._lock = threading.Lock()
+
+    def write(self, name: str, groups: Path, out: Path) -> int:
+        """NAMED_TABLES `name` written to OUT/part-00000.parquet; `groups`: the staged consumer_groups (the groups
+        that exist). Returns how many rows."""
+        existing = None
+        if NAMED_TABLES[name]:
+            keys = pads.dataset(groups, format="parquet").to_table(columns=["coordinator_partition", "group_id"])
+            existing = set(zip(keys.column("coordinator_partition").to_pylist(), keys.column("group_id").to_pylist()))
+        table = self._read().table(name, existing)
+        out.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, out / "part-00000.parquet")
+        return table.num_rows
+
+    def _read(self) -> NamedFold:
+        with self._lock:
+            if self._named is None:
+                self._named = read_fold(*self._paths, self._topic_ids, self._as_of)
+            return self._named
+
+
+def read_fold(fold: Path, offsets: Path, topic_ids: dict[str, str], as_of: datetime) -> NamedFold:
+    """The NamedFold of the fold pinned in `fold` and of the live offsets in `offsets` (PinnedFold; the ones the
+    native reader left unproven decoded here by the codec)."""
     rows = pads.dataset(fold, format="parquet").to_table(
         filter=pc.field("kind").isin(["member", "target", "topology", "topic_name"]))
-    state = pads.dataset(offset_state, format="parquet").to_table(
+    pinned = pads.dataset(offsets, format="parquet")
+    live = ~pc.field("open") & (pc.field("live") if "live" in pinned.schema.names else True)
+    state = pinned.to_table(
         columns={"topic_id": pc.field("c", "topic_id"), "topic": pc.field("c", "topic"), "proven": pc.field("proven"),
-                 "key": pc.field("unproven_key"), "value": pc.field("unproven_value")},
-        filter=pc.field("live") & ~pc.field("open"))
+                 "key": pc.field("unproven_key"), "value": pc.field("unproven_value")}, filter=live)
     proven = state.filter(pc.and_(state.column("proven"), pc.is_valid(state.column("topic_id"))))
     unproven = state.filter(pc.invert(state.column("proven")))
     decoded = (offset_commit_columns(key, value) for key, value in zip(unproven.column("key").to_pylist(),
@@ -169,16 +202,3 @@ def read_fold(fold: Path, offset_state: Path, topic_ids: dict[str, str], as_of: 
     offset_topics = [*zip(proven.column("topic_id").to_pylist(), proven.column("topic").to_pylist()),
                      *((c["topic_id"], c["topic"]) for c in decoded)]
     return NamedFold(rows, offset_topics, topic_ids, as_of)
-
-
-def write_table(fold: Callable[[], NamedFold], name: str, groups: Path, out: Path) -> int:
-    """NAMED_TABLES `name` of `fold()` written to OUT/part-00000.parquet; `groups`: the staged consumer_groups
-    (the groups that exist). Returns how many rows."""
-    existing = None
-    if NAMED_TABLES[name]:
-        keys = pads.dataset(groups, format="parquet").to_table(columns=["coordinator_partition", "group_id"])
-        existing = set(zip(keys.column("coordinator_partition").to_pylist(), keys.column("group_id").to_pylist()))
-    table = fold().table(name, existing)
-    out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out / "part-00000.parquet")
-    return table.num_rows

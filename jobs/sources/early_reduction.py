@@ -25,7 +25,6 @@ import logging
 import multiprocessing
 import os
 import signal
-import threading
 from datetime import datetime
 from multiprocessing.pool import AsyncResult
 from pathlib import Path
@@ -39,8 +38,6 @@ from jobs.sources.reduced_dump import (COMBINED_LOG, HISTORY_SHARES, OFFSET_STAT
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-    from jobs.task_groups import NamedFold
 
 log = logging.getLogger("offsetlake")
 # The history tasks' niceness (`_history_task`): 10, the default of nice(1).
@@ -65,8 +62,6 @@ class EarlyReduction:
         self._folds: list[AsyncResult] = []  # the group fold's tasks (`reduced_log`)
         self._unproven: int | None = None  # the offset state's live rows left unproven (`reduced_log`)
         self._counted: list[dict] | None = None  # the combined rows' counts (`reduced_log`)
-        self._named: NamedFold | None = None  # the fold, named (`named_fold`)
-        self._named_lock = threading.Lock()
         columns = list(plan.columns)
         self._results: list[AsyncResult] = [
             self._pool.apply_async(_write_task, (index, groups, columns, micros(as_of), str(self._out),
@@ -119,22 +114,6 @@ class EarlyReduction:
             raise ValueError(f"the groups were folded as of {self.as_of}, events {self.history}")
         self._finished(self._folds, keep=self.history)
         return spark.read.schema(OUTPUT_SCHEMA).parquet(str(pinned(self.staging, GROUP_FOLD)))
-
-    def named_fold(self, as_of: datetime, topic_ids: dict[str, str]) -> NamedFold:
-        """The workers' group fold with the names of their offsets and `topic_ids` (--topic-ids), read by this
-        process once the fold has finished (jobs.task_groups); once, whichever thread asks first."""
-        from jobs.groups import GROUP_FOLD
-        from jobs.task_groups import read_fold
-
-        if self.as_of is not None and self.as_of != as_of:
-            raise ValueError(f"the groups were folded as of {self.as_of}")
-        with self._named_lock:
-            if self._named is None:
-                for fold in self._folds:
-                    fold.get()  # a failed share raises (as the run's own wait for the fold does first)
-                self._named = read_fold(pinned(self.staging, GROUP_FOLD), pinned(self.staging, OFFSET_STATE),
-                                        topic_ids, as_of)
-            return self._named
 
     def counted(self) -> list[dict]:
         """The combined rows' counts (jobs.partial_reduce.count_rows), once `reduced_log` has run."""

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from jobs.sources.early_reduction import EarlyReduction
-    from jobs.task_groups import NamedFold
 
 # Compressed bytes of row groups per task, at most. Each task's output is about one row per key, so fewer,
 # larger tasks send Spark fewer rows; a task's memory is bounded by its keys either way (FOLD_ROWS).
@@ -166,13 +165,6 @@ class DumpTasks:
         the early reduction's worker computed them from the rows the replay reads; None when Spark must."""
         early = self._early_rows()
         return None if early is None else lambda: early.offset_state(self.spark, as_of)
-
-    def named_fold(self, as_of: datetime, topic_ids: dict[str, str]) -> Callable[[], NamedFold] | None:
-        """Gives the group fold of `reduced_log`'s valid records up to `as_of` with the names of its offsets and
-        `topic_ids` (--topic-ids), which the member-level group tables are written from (jobs.task_groups), when the
-        early reduction's workers folded the groups and computed the offsets; None when Spark must."""
-        early = self._early_rows()
-        return None if early is None else lambda: early.named_fold(as_of, topic_ids)
 
     def _early_rows(self) -> EarlyReduction | None:
         """The early reduction, when its combined rows are `reduced_log` (its tasks' spans are disjoint: otherwise
