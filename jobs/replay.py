@@ -4,7 +4,8 @@ Offsets stay native: the broker's in-order fold over offset commits ends in "the
 wins; a tombstone deletes" (spec §7.7), once transactional commits are sorted by the fate of their
 transaction (jobs.transactions), so it is a reduction on raw key bytes and only the winners are decoded
 (natively, jobs.native). Groups of every family are folded in log order by jobs.groups; here their rows
-are named (topic ids, streams tasks) and joined with the offsets.
+are named (topic ids, streams tasks) and joined with the offsets (a run writes the member-level tables from the
+pinned fold and offsets without Spark instead: jobs.task_groups).
 
 Input: checked records (the reduced log, or a whole checked log), valid and at or before as_of, with
 columns coordinator_partition, record_offset, record_timestamp, key, value, record_type, group_id,

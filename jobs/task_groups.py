@@ -1,11 +1,13 @@
-"""The member-level group tables named outside Spark, from the early reduction's group fold and offsets.
+"""The member-level group tables (members, target assignments, topologies) written outside Spark, from the
+group fold and the offsets a run pins.
 
 jobs.replay names the modern members' and target assignments' partitions with Spark (their topic ids by the
 names the records and the --topic-ids map give, their streams tasks by their subtopologies' source topics) and
 keeps the assignments and topologies of the groups that exist: for tables of a few thousand rows, several of a
-cold JVM's queries, about 2 s each of a run on a small machine. When the early reduction's workers have folded
-the groups and computed the offsets (jobs.sources.early_reduction), both are files in the run's staging area, and
-the driver writes these tables itself, by the same rules, while Spark computes the others
+cold JVM's queries, about 2 s each of a run on a small machine. A run (jobs.pipeline.run) pins the group fold
+and the decoded offsets as files in its staging area anyway (or the early reduction's workers wrote them there:
+jobs.sources.early_reduction), so the driver writes these tables from those files itself, by the same rules,
+while Spark computes the others. jobs.pipeline.rebuild, the transform without a sink, keeps Spark's
 (tests/jobs/test_modern.py compares the two).
 
 It runs in the driver, without Spark: pyarrow in, pyarrow out.
