@@ -190,8 +190,9 @@ class PinnedFold:
 def read_fold(fold: Path, offsets: Path, topic_ids: dict[str, str], as_of: datetime) -> NamedFold:
     """The NamedFold of the fold pinned in `fold` and of the live offsets in `offsets` (PinnedFold; the ones the
     native reader left unproven decoded here by the codec)."""
+    kinds = ["member", "target", "topology", "topic_name"]  # not the groups, nor the events (they grow with the log)
     rows = pads.dataset(fold, format="parquet").to_table(
-        filter=pc.field("kind").isin(["member", "target", "topology", "topic_name"]))
+        columns=["coordinator_partition", "group_id", "kind", *kinds], filter=pc.field("kind").isin(kinds))
     pinned = pads.dataset(offsets, format="parquet")
     live = ~pc.field("open") & (pc.field("live") if "live" in pinned.schema.names else True)
     state = pinned.to_table(
