@@ -33,7 +33,7 @@ from jobs.sources.early_reduction import EarlyReduction
 from jobs.sources.reduced_dump import OFFSET_STATE, TASK_SPANS, DumpTasks
 from jobs.sources.topic_ids import read_topic_ids
 from jobs.tables import TABLES, spark_schema
-from jobs.task_groups import NAMED_TABLES, PinnedFold
+from jobs.task_groups import PinnedFold
 from jobs.types import ms_to_timestamp
 from offsets_codec import REGISTRY
 
@@ -59,7 +59,8 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
             rate_window_ms: int = RATE_WINDOW_MS, status_window: int = STATUS_WINDOW,
             history_tasks: HistoryTasks | None = None, ready: Callable[[str, DataFrame], None] | None = None,
             group_fold: Callable[[], DataFrame] | None = None,
-            offset_state: Callable[[], tuple[DataFrame, int]] | None = None) -> dict[str, DataFrame]:
+            offset_state: Callable[[], tuple[DataFrame, int]] | None = None,
+            apart: Callable[[str], Callable[[Path], object]] | None = None) -> dict[str, DataFrame]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed).
 
     `transactions=False` says the records hold no transactional record or marker, `modern=False` no
@@ -72,7 +73,10 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     persist it); `run` pins it to files in the sink's staging area. `ready(name, df)` receives each table that
     does not read the commit history as soon as it is defined, before the history is computed (`run` writes them
     then: the history may wait for the source's tasks). `group_fold` and `offset_state`: give the group fold and the
-    offsets when the source's tasks computed them (jobs.replay.replay)."""
+    offsets when the source's tasks computed them (jobs.replay.replay). `apart(name)`: a writer of the
+    member-level table `name` (jobs.task_groups.NAMED_TABLES), which `run` writes from the pinned fold without
+    Spark; the tables then hold it instead of a frame (TableSink.stage takes either), and the replay does not
+    name their partitions."""
     pin = pin or _persist
     as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
     as_of_col = F.lit(as_of).cast("timestamp").alias("as_of")
@@ -82,12 +86,12 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
     started = start_history_tasks(valid, history_tasks, pin) if history and history_tasks is not None else None
 
     state = replay(valid, pin, topic_ids, transactions, modern, events=history, group_fold=group_fold,
-                   offset_state=offset_state)
+                   offset_state=offset_state, named=apart is None)
     offsets, pending = state.offsets, state.pending
     # The tables that need no expiry, handed to `ready` now: they are staged while the groups are pinned.
     # (A group that expiry deletes is Empty, and an Empty group has no members: every member's group exists.)
     unexpired = {
-        "group_members": state.members.select("*", as_of_col),
+        "group_members": apart("group_members") if apart else state.members.select("*", as_of_col),
         "quarantine": quarantine_rows(checked),
         "pending_transactions": pending.select(
             "*", F.col("committed_offset").alias("offset"),
@@ -117,8 +121,9 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
         "committed_offsets": committed,
         "expired_offsets": expired,
         "consumer_groups": consumer_groups,
-        "group_target_assignments": of_existing_groups(state.targets),
-        "streams_topologies": of_existing_groups(state.topologies),
+        **({name: apart(name) for name in ("group_target_assignments", "streams_topologies")} if apart else {
+            "group_target_assignments": of_existing_groups(state.targets),
+            "streams_topologies": of_existing_groups(state.topologies)}),
         **unexpired,
         "segment_errors": segment_errors if segment_errors is not None else spark.createDataFrame(
             [], spark_schema("segment_errors")),
@@ -243,7 +248,6 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
     end_offsets = read_end_offsets(spark, cfg.end_offsets) if cfg.end_offsets and live_ends is None else None
     # Modern groups' assignments name topics by id; classic groups and offset commits name them directly.
     topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
-    topic_id_frame = spark.createDataFrame(sorted(topic_ids.items()), "topic_id string, topic string") if topic_ids else None
     sink = TableSink(spark, cfg.output, snapshots=cfg.snapshot, staging=early.staging if early else None)
     work = SparkWork(spark, f"offsetlake rebuild {cfg.source}")
     try:
@@ -273,25 +277,26 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
         pinned_fold = PinnedFold(sink.pinned(GROUP_FOLD), sink.pinned(OFFSET_STATE if offset_state else OFFSETS),
                                  topic_ids, as_of)
 
-        def stage(name: str, table: DataFrame) -> None:  # on the sink's threads, several tables at once
+        def apart(name: str) -> Callable[[Path], int]:
+            return partial(pinned_fold.write, name, sink.staged("consumer_groups"))
+
+        def stage(name: str, table: DataFrame | Callable[[Path], object]) -> None:  # on the sink's threads
             if name == "quarantine" and counts["scattered_bad_keys"]:  # a corrupt key whose values looked right
                 whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))  # all its records, whole
                 table = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
-            if name in NAMED_TABLES:
-                table = partial(pinned_fold.write, name, sink.staged("consumer_groups"))
             sink.stage_soon(name, None if empty.get(name) else table)
 
-        def ready(name: str, table: DataFrame) -> None:
+        def ready(name: str, table: DataFrame | Callable[[Path], object]) -> None:
             if live_ends is None or name != "consumer_lag":  # with live end offsets, replaced below
                 stage(name, table)
 
-        tables = rebuild(reduced, as_of, cfg.retention_ms, ends, topic_id_frame, segment_errors,
+        tables = rebuild(reduced, as_of, cfg.retention_ms, ends, None, segment_errors,
                          transactions=transactions, pin=sink.pin, modern=modern, history=cfg.history, log=records,
                          rate_window_ms=cfg.rate_window_ms, status_window=cfg.status_window,
                          history_tasks=_history_tasks(source.tasks, as_of, sink, cfg.status_window)
                          if source.tasks and cfg.history else None, ready=ready,
                          group_fold=source.tasks.group_fold(as_of, cfg.history) if source.tasks else None,
-                         offset_state=offset_state)
+                         offset_state=offset_state, apart=apart)
         tables["end_offsets_history"] = ends  # written every run, unchanged by a run without end offsets
         if live_ends is not None:  # fetched now, for the offsets just rebuilt
             committed = tables["committed_offsets"]

@@ -51,9 +51,9 @@ class ReplayedState:
     pending: DataFrame  # transactional commits of transactions still open, one row per (offset key, producer)
     groups: DataFrame  # groups of every family, one row per group id
     activity: DataFrame  # the newest record about each group: last_record_offset, last_record_timestamp
-    members: DataFrame  # members of those groups (classic and modern), group_members columns
-    targets: DataFrame  # modern target assignments, one row per (member, topic, partition)
-    topologies: DataFrame  # streams topologies, one row per subtopology
+    members: DataFrame | None  # members of those groups (classic and modern), group_members columns; None unless named
+    targets: DataFrame | None  # modern target assignments, one row per (member, topic, partition); None unless named
+    topologies: DataFrame | None  # streams topologies, one row per subtopology; None unless named
     violations: DataFrame  # (group_id, coordinator_partition, reason): sequences Kafka's strict replay refuses
     events: DataFrame  # group events (jobs.groups), in log order per group
     fates: DataFrame | None  # transactional commits with their fates (jobs.transactions); None: no transactions
@@ -152,7 +152,7 @@ def group_activity(records: DataFrame, offset_winners: DataFrame) -> DataFrame:
 
 def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, transactions: bool = True,
            modern: bool = True, events: bool = True, group_fold: Callable[[], DataFrame] | None = None,
-           offset_state: Callable[[], tuple[DataFrame, int]] | None = None) -> ReplayedState:
+           offset_state: Callable[[], tuple[DataFrame, int]] | None = None, named: bool = True) -> ReplayedState:
     """Committed offsets plus the groups of every family that hold them, and their members.
 
     `pin(name, df)` materialises what several outputs read: the transactions' fates, the offset winners, the
@@ -161,7 +161,8 @@ def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, tra
     skips the group events (a history table). `group_fold`: gives the group fold of `records` (with `events`) when
     the source's tasks folded it (jobs.sources.reduced_dump.DumpTasks.group_fold); `offset_state`: gives the offset
     winners and open commits of `records`, and how many they left unproven, when the source's tasks computed them
-    (jobs.task_offsets; then the state has no fates)."""
+    (jobs.task_offsets; then the state has no fates). `named=False`: the members, target assignments and
+    topologies are left out (None), for a caller that writes them from the pinned fold (jobs.task_groups)."""
     with SparkThreads(records.sparkSession, 1, "offsetlake-fold") as beside:  # independent of the offsets
         fold = (beside.submit(group_fold) if group_fold
                 else beside.submit(pin, GROUP_FOLD, replay_groups(records, events)))
@@ -211,6 +212,15 @@ def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, tra
     )
     groups = held.withColumn("is_orphan", F.lit(False)).unionByName(simple, allowMissingColumns=True)
 
+    members, targets, topologies = _member_level(of, offsets, topic_ids, modern) if named else (None, None, None)
+    return ReplayedState(offsets=offsets, pending=pending, groups=groups, activity=group_activity(records, winners),
+                         members=members, targets=targets, topologies=topologies, violations=of("violation"),
+                         events=of("event"), fates=fates)
+
+
+def _member_level(of: Callable[[str], DataFrame], offsets: DataFrame, topic_ids: DataFrame | None, modern: bool
+                  ) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(members, target assignments, topologies) of the fold's rows `of(kind)`, their partitions named."""
     topologies = of("topology")
     members = of("member")
     classic = classic_members(members.where(F.col("family") == CLASSIC))
@@ -224,9 +234,7 @@ def replay(records: DataFrame, pin: Pin, topic_ids: DataFrame | None = None, tra
         members = classic
         targets = targets.select(*MEMBER_KEY, "assignment_epoch", "topic", "partition", "topic_id").limit(0)
         topologies = topologies.limit(0)
-    return ReplayedState(offsets=offsets, pending=pending, groups=groups, activity=group_activity(records, winners),
-                         members=members, targets=targets, topologies=topologies, violations=of("violation"),
-                         events=of("event"), fates=fates)
+    return members, targets, topologies
 
 
 def classic_members(members: DataFrame) -> DataFrame:
