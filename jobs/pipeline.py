@@ -24,7 +24,7 @@ from jobs.metrics import SparkWork, peak_rss_mb
 from jobs.records import check, log_records
 from jobs.reduce import reduce_log, scattered_bad_keys
 from jobs.replay import OFFSETS, replay
-from jobs.sink import TableSink
+from jobs.sink import TableSink, TableWriter
 from jobs.status import STATUS_WINDOW, group_status, recent_commits
 from jobs.session import sized_for
 from jobs.sources import input_bytes, read_source
@@ -60,7 +60,7 @@ def rebuild(checked: DataFrame, as_of: datetime, retention_ms: int, end_offsets:
             history_tasks: HistoryTasks | None = None, ready: Callable[[str, DataFrame], None] | None = None,
             group_fold: Callable[[], DataFrame] | None = None,
             offset_state: Callable[[], tuple[DataFrame, int]] | None = None,
-            apart: Callable[[str], Callable[[Path], object]] | None = None) -> dict[str, DataFrame]:
+            apart: Callable[[str], TableWriter] | None = None) -> dict[str, DataFrame | TableWriter]:
     """All contract tables from checked records, as of `as_of` (records after it are not replayed).
 
     `transactions=False` says the records hold no transactional record or marker, `modern=False` no
@@ -277,16 +277,16 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
         pinned_fold = PinnedFold(sink.pinned(GROUP_FOLD), sink.pinned(OFFSET_STATE if offset_state else OFFSETS),
                                  topic_ids, as_of)
 
-        def apart(name: str) -> Callable[[Path], int]:
+        def apart(name: str) -> TableWriter:
             return partial(pinned_fold.write, name, sink.staged("consumer_groups"))
 
-        def stage(name: str, table: DataFrame | Callable[[Path], object]) -> None:  # on the sink's threads
+        def stage(name: str, table: DataFrame | TableWriter) -> None:  # on the sink's threads, several at once
             if name == "quarantine" and counts["scattered_bad_keys"]:  # a corrupt key whose values looked right
                 whole = reduced.where(~(F.col("reduced") & (F.col("records") > 1)))  # all its records, whole
                 table = quarantine_rows(whole).unionByName(quarantine_rows(scattered_bad_keys(reduced, records)))
             sink.stage_soon(name, None if empty.get(name) else table)
 
-        def ready(name: str, table: DataFrame | Callable[[Path], object]) -> None:
+        def ready(name: str, table: DataFrame | TableWriter) -> None:
             if live_ends is None or name != "consumer_lag":  # with live end offsets, replaced below
                 stage(name, table)
 

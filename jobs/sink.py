@@ -46,6 +46,8 @@ DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
 STAGING_DIR = "_offsetlake_staging"
 # Tables staged at once (`stage_soon`, jobs.spark_threads).
 STAGING_THREADS = 2
+# Writes a table's Parquet files (its contract's Arrow schema) into the folder it is given, without Spark.
+TableWriter = Callable[[Path], object]
 
 
 def delta_engine(spark: SparkSession) -> str:
@@ -77,10 +79,9 @@ class TableSink:
         self._soon: dict[str, Future] = {}  # tables given to `stage_soon`
         self._threads: SparkThreads | None = None
 
-    def stage(self, table: str, df: DataFrame | Callable[[Path], object] | None) -> None:
+    def stage(self, table: str, df: DataFrame | TableWriter | None) -> None:
         """Compute `df` now, with the table's contract schema, into the staging area; None: the table is
-        known to be empty (written without Spark: a job costs more than nothing); a function: it writes the
-        table's Parquet files (its contract's Arrow schema) into the folder it is given, without Spark."""
+        known to be empty (written without Spark: a job costs more than nothing); a TableWriter: it writes the files."""
         path = self.staged(table)
         if table in self.rows:  # pinned as a table already (pin)
             return
@@ -97,7 +98,7 @@ class TableSink:
         self.rows[table] = pads.dataset(path, format="parquet").count_rows()  # from footers, cheap
         log.info("computed %s: %d rows", table, self.rows[table])
 
-    def stage_soon(self, table: str, df: DataFrame | Callable[[Path], object] | None) -> None:
+    def stage_soon(self, table: str, df: DataFrame | TableWriter | None) -> None:
         """`stage` on one of the sink's threads (STAGING_THREADS), now or once one is free; `wait` for them."""
         if table in self.rows or table in self._soon:
             return

@@ -75,7 +75,8 @@ class NamedFold:
                               rows.column("topology").combine_chunks().flatten()))
             table = _table(schema, rows, fields)
         stamp = pa.scalar(self.as_of, schema.field("as_of").type)
-        return table.set_column(schema.get_field_index("as_of"), schema.field("as_of"), pa.repeat(stamp, table.num_rows))
+        index = schema.get_field_index("as_of")
+        return table.set_column(index, schema.field(index), pa.repeat(stamp, table.num_rows))
 
     def _group_members(self, schema: pa.Schema) -> pa.Table:
         family = pc.struct_field(self.members.column("member"), "family")
