@@ -81,7 +81,8 @@ class TableSink:
 
     def stage(self, table: str, df: DataFrame | TableWriter | None) -> None:
         """Compute `df` now, with the table's contract schema, into the staging area; None: the table is
-        known to be empty (written without Spark: a job costs more than nothing); a TableWriter: it writes the files."""
+        known to be empty (written without Spark: a job costs more than nothing); a TableWriter: it writes the
+        table's files itself."""
         path = self.staged(table)
         if table in self.rows:  # pinned as a table already (pin)
             return

@@ -66,7 +66,7 @@ class NamedFold:
         elif name == "group_target_assignments":
             rows = [{"coordinator_partition": t["coordinator_partition"], "group_id": t["group_id"],
                      "member_id": t["target"]["member_id"], **p}
-                    for t in self.targets.to_pylist() if (t["coordinator_partition"], t["group_id"]) in existing
+                    for t in self.targets.filter(_of(self.targets, existing)).to_pylist()
                     for p in self._named(t, t["target"]["partitions"])]
             table = pa.Table.from_pylist(rows, schema)
         else:
@@ -153,6 +153,7 @@ def _table(schema: pa.Schema, rows: pa.Table, fields: dict[str, Any]) -> pa.Tabl
 
 
 def _of(rows: pa.Table, existing: set[GroupKey]) -> pa.Array:
+    """Which of `rows` belong to the `existing` groups."""
     keys = zip(rows.column("coordinator_partition").to_pylist(), rows.column("group_id").to_pylist())
     return pa.array([key in existing for key in keys], pa.bool_())
 

@@ -401,8 +401,8 @@ def test_group_events_follow_rebalances_joins_and_leaves():
 
 
 def test_the_member_level_tables_written_without_spark_are_the_ones_spark_writes(spark):
-    """jobs.task_groups (the driver writes group_members, group_target_assignments and streams_topologies from
-    the early reduction's fold) against jobs.replay over the same log, on two coordinator partitions: topic ids
+    """jobs.task_groups (a run's driver writes group_members, group_target_assignments and streams_topologies
+    from the pinned fold) against jobs.replay over the same log, on two coordinator partitions: topic ids
     named by a v4 commit, a share group's partition metadata and --topic-ids (the greatest name where they
     differ) or by none; partitions out of order and pending revocation; a member without an assignment; streams
     tasks of a subtopology with source topics, one without any, and one the topology does not have; a classic
@@ -461,8 +461,8 @@ def test_the_member_level_tables_written_without_spark_are_the_ones_spark_writes
     offset_topics = [(c["topic_id"], c["topic"]) for c in (offset_commit_columns(r[0], r[1]) for r in log.rows
                                                             if r[0][:2] in (b"\x00\x00", b"\x00\x01") and r[1])]
     as_of = datetime.fromtimestamp(T0 / 1000, tz=timezone.utc)
-    fold = NamedFold(fold, offset_topics, topic_ids, as_of)
-    named = fold.table("group_members")
+    named_fold = NamedFold(fold, offset_topics, topic_ids, as_of)
+    named = named_fold.table("group_members")
     assert named.schema == arrow_schema("group_members")
     assert set(named.column("as_of").to_pylist()) == {as_of}
     got = {(r["group_id"], r["member_id"]): r for r in named.drop_columns("as_of").to_pylist()}
@@ -477,12 +477,12 @@ def test_the_member_level_tables_written_without_spark_are_the_ones_spark_writes
     assert got[("sg", "s1")]["assigned_partitions"] == [{"topic": "payments-b", "partition": 1, "topic_id": PAYMENTS}]
     assert [p["topic"] for p in got[("classic", "a")]["assigned_partitions"]] == ["b", "orders", "orders"]
     for name in ("group_target_assignments", "streams_topologies"):
-        table = fold.table(name, existing)
+        table = named_fold.table(name, existing)
         assert table.schema == arrow_schema(name) and set(table.column("as_of").to_pylist()) == {as_of}
         rows = sorted(map(repr, table.drop_columns("as_of").to_pylist()))
         assert rows == sorted(repr({c: r[c] for c in table.column_names if c != "as_of"})
                               for r in (r.asDict(recursive=True) for r in tables[name].collect()))
         kept = {"group_target_assignments": {"cg", "app"}, "streams_topologies": {"app"}}[name]
         assert set(table.column("group_id").to_pylist()) == kept
-    assert {"gone", "gone-app"} <= set(fold.targets.column("group_id").to_pylist() +
-                                      fold.topologies.column("group_id").to_pylist())
+    assert {"gone", "gone-app"} <= set(named_fold.targets.column("group_id").to_pylist() +
+                                      named_fold.topologies.column("group_id").to_pylist())
