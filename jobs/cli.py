@@ -100,6 +100,9 @@ def rebuild_options(fn: Callable) -> Callable:
                      "catalog as NAME.<table> (snapshots as NAME.snapshots_<table>)."),
         click.option("--catalog-dir", type=click.Path(file_okay=False), metavar="DIR", help="Spark's local catalog "
                      "(Derby) when the session has no metastore; default: DIR/_catalog of --output."),
+        click.option("--keep-runs", type=click.IntRange(min=1), metavar="N", help="After the run, delete the data "
+                     "files only versions older than the last N complete runs reference (default: keep every "
+                     "version, so time travel to any earlier run works)."),
     ]):
         fn = option(fn)
     return kafka_options(fn)
@@ -128,6 +131,19 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
 
     cfg = RebuildConfig.build(**options)  # every check that needs no Spark, before the pipeline's slow imports
 
+    from jobs.output_lock import OutputLock
+    from jobs.runs import new_run_id
+
+    # One run at a time per output: a second one is refused here, before Spark starts.
+    lock = OutputLock.acquire(cfg.output, new_run_id())
+    try:
+        return _rebuild_holding(cfg, lock)
+    finally:
+        lock.release()
+
+
+def _rebuild_holding(cfg: Any, lock: Any) -> dict[str, Any]:
+    """`run_rebuild` once its lock on the output is held."""
     from jobs.pipeline import run
     from jobs.session import get_spark, starts_local_jvm
     from jobs.sources import input_bytes
@@ -136,7 +152,7 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
 
     size = input_bytes(cfg.source)  # before the JVM starts: a small input gets a JVM that compiles less
     # A local dump's reduction needs no JVM: it starts now, and runs while the JVM starts.
-    early = EarlyReduction.start(cfg.source, cfg.as_of, cfg.output, starts_local_jvm(), cfg.history)
+    early = EarlyReduction.start(cfg.source, cfg.as_of, cfg.output, starts_local_jvm(), cfg.history, lock.run_id)
     try:
         spark = get_spark(cfg.catalog.folder if cfg.catalog else None, size, reduced=early is not None)
         if cfg.catalog:
@@ -144,7 +160,7 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
 
             check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)  # before any table changes
         with task_errors():  # a failed source task (Kafka, a dump's row group): its one line, not Spark's error
-            summary = run(spark, cfg, size, early)
+            summary = run(spark, cfg, size, early, lock)
     finally:
         if early is not None:
             early.close()

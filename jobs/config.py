@@ -192,6 +192,7 @@ class RebuildConfig:
     status_window: int = 10  # group_status: commits judged per partition (Burrow's intervals)
     snapshot: bool = False  # also keep the state tables by as_of in DIR/snapshots/<table>
     catalog: CatalogOptions | None = None  # register the tables in Spark's catalog after the run
+    keep_runs: int | None = None  # delete files only versions older than the last N complete runs reference
 
     @property
     def retention_ms(self) -> int:
@@ -220,6 +221,7 @@ class RebuildConfig:
         snapshot: bool = False,
         catalog_database: str | None = None,
         catalog_dir: str | None = None,
+        keep_runs: int | None = None,
     ) -> "RebuildConfig":
         conf = defaults()["rebuild"]
         retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
@@ -231,6 +233,8 @@ class RebuildConfig:
         window = conf["status_window"] if status_window is None else status_window
         if window < 2:  # Burrow's rules compare commits with each other: one commit shows no progress
             raise BadInput(f"--status-window {window}: must be at least 2 commits")
+        if keep_runs is not None and keep_runs < 1:
+            raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
         topic_ids_path = None
         if topic_ids is not None:
             topic_ids_path = Path(topic_ids)
@@ -249,6 +253,7 @@ class RebuildConfig:
             status_window=window,
             snapshot=snapshot,
             catalog=CatalogOptions.build(catalog_database, catalog_dir, output),
+            keep_runs=keep_runs,
         )
         cfg.check_inputs()
         return cfg

@@ -18,13 +18,16 @@ from jobs.config import RebuildConfig
 from jobs.expiry import apply_expiry
 from jobs.end_offsets_history import end_offsets_history, merge_history
 from jobs.groups import GROUP_FOLD
+from jobs.kill_points import kill_point
 from jobs.history import HistoryTasks, group_events, offset_commits, start_history_tasks
 from jobs.lag import RATE_WINDOW_MS, consumer_lag
 from jobs.metrics import SparkWork, peak_rss_mb
 from jobs.records import check, log_records
 from jobs.reduce import reduce_log, scattered_bad_keys
 from jobs.replay import OFFSETS, replay
-from jobs.sink import TableSink, TableWriter
+from jobs.output_lock import OutputLock
+from jobs.runs import keep_runs, new_run_id
+from jobs.sink import TableSink, TableWriter, new_staging
 from jobs.status import STATUS_WINDOW, group_status, recent_commits
 from jobs.session import sized_for
 from jobs.sources import input_bytes, read_source
@@ -231,16 +234,20 @@ def _family(name: str) -> str | None:
 
 
 def run(spark: SparkSession, cfg: RebuildConfig, source_bytes: int | None = None,
-        early: EarlyReduction | None = None) -> dict[str, Any]:
+        early: EarlyReduction | None = None, lock: OutputLock | None = None) -> dict[str, Any]:
     """Read, rebuild and write every table; returns the run summary (the CLI prints it as JSON).
 
     `source_bytes`: the size of the source (jobs.sources.input_bytes), when the caller has measured it; `early`:
-    the source's reduction, started before Spark (jobs.sources.early_reduction)."""
+    the source's reduction, started before Spark (jobs.sources.early_reduction); `lock`: the run's hold on the
+    output, when the caller took it (jobs.output_lock; else it is taken and given up here)."""
     with sized_for(spark, input_bytes(cfg.source) if source_bytes is None else source_bytes):
-        return _run(spark, cfg, early)
+        if lock is not None:
+            return _run(spark, cfg, early, lock.run_id)
+        with OutputLock.acquire(cfg.output, new_run_id()) as own:
+            return _run(spark, cfg, early, own.run_id)
 
 
-def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) -> dict[str, Any]:
+def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None, run_id: str) -> dict[str, Any]:
     started = time.monotonic()
     # Live end offsets (--end-offsets kafka[:HOST:PORT]) are fetched after the rebuild, for its committed offsets.
     live_ends = live_cluster(cfg.end_offsets, cfg.source, cfg.kafka) if cfg.end_offsets and is_live(cfg.end_offsets) else None
@@ -248,10 +255,12 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
     end_offsets = read_end_offsets(spark, cfg.end_offsets) if cfg.end_offsets and live_ends is None else None
     # Modern groups' assignments name topics by id; classic groups and offset commits name them directly.
     topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
-    sink = TableSink(spark, cfg.output, snapshots=cfg.snapshot, staging=early.staging if early else None)
+    sink = TableSink(spark, cfg.output, snapshots=cfg.snapshot,
+                     staging=early.staging if early else new_staging(cfg.output, run_id))
     work = SparkWork(spark, f"offsetlake rebuild {cfg.source}")
     try:
         log.info("reading %s", cfg.source)
+        kill_point("read")
         records = log_records(source.records)
         reduced = reduce_log(records, cfg.as_of, sink.pin, _reduced_by_tasks(source.tasks, sink))
         counts = record_counts(reduced, cfg.as_of, source.tasks.counted() if source.tasks else None)
@@ -260,6 +269,7 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
         log.info("read %d records: %d decoded, %d quarantined; rebuilding as of %s (retention %d min)",
                  counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
                  as_of.isoformat(), cfg.retention_minutes)
+        kill_point("replayed")
         segment_errors = sink.pin("segment_errors", source.segment_errors) if source.segment_errors is not None else None
         transactions, modern = counts["transactional_records"] > 0, counts["modern_group_records"] > 0
         # The end-offset history is kept across runs: earlier runs' snapshots plus this one's.
@@ -311,12 +321,14 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
             if name in tables:  # every table but the history ones with --no-history; those `ready` had are skipped
                 stage(name, tables[name])
         sink.wait()
+        kill_point("staged")
         source.release()
         orphans = _orphan_groups(sink)
         violations = _replay_violations(sink)
         unresolved = _unresolved_topic_ids(sink)
         damage = _segment_damage(sink)
         written = sink.commit(as_of, str(cfg.source))
+        vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
     except BaseException:
         if early is not None:  # its workers may still be writing into the staging area
             early.close()
@@ -349,6 +361,8 @@ def _run(spark: SparkSession, cfg: RebuildConfig, early: EarlyReduction | None) 
         "topic_ids": len(topic_ids),
         "delta_engine": sink.engine,
         "output": str(cfg.output),
+        "run_id": run_id,
+        **({"vacuumed_files": vacuumed} if vacuumed is not None else {}),
         "seconds": round(time.monotonic() - started, 2),
         **work.counts(),
         **peak_rss_mb(spark),

@@ -37,6 +37,9 @@ RUNS_SCHEMA = pa.schema([
 ])
 # _runs gains one small file per run; past this many it is compacted, so readers open few files.
 RUNS_FILES_BEFORE_COMPACTION = 64
+# Every committed version stays readable: delta-rs would otherwise delete log entries older than 30 days at its
+# checkpoints, and the versions they hold. Old versions go only with rebuild --keep-runs (`keep_runs`).
+TABLE_PROPERTIES = {"delta.enableExpiredLogCleanup": "false"}
 # How far back a run looks for its own commit in a table's history (other writers may have committed since).
 OWN_COMMIT_LOOKBACK = 16
 
@@ -90,7 +93,7 @@ def record_run(output: Path, run_id: str, versions: dict[str, int], as_of: datet
     }, schema=RUNS_SCHEMA)
     path = output / RUNS_TABLE
     write_deltalake(str(path), row, mode="append", schema_mode="merge",
-                    commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+                    configuration=TABLE_PROPERTIES, commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
     runs = DeltaTable(str(path))
     if len(runs.file_uris()) > RUNS_FILES_BEFORE_COMPACTION:
         runs.optimize.compact()  # its own commit, after the commit point: a failure here loses nothing
@@ -165,3 +168,55 @@ def _newest_finished_version(path: Path, finished: set[str]) -> int | None:
     if ok(table.history(1)[0]):  # the usual case: one commit read, not the whole log
         return table.version()
     return next((int(c["version"]) for c in table.history() if ok(c)), None)
+
+
+def committed_by(path: Path, run_id: str) -> bool:
+    """Run `run_id` committed a version of the table at `path` (among its last OWN_COMMIT_LOOKBACK)."""
+    from deltalake import DeltaTable
+
+    return any(run_id_of(c) == run_id for c in DeltaTable(str(path)).history(OWN_COMMIT_LOOKBACK))
+
+
+def table_folders(output: Path) -> list[Path]:
+    """Every Delta table under `output`: the tables, the snapshot tables and _runs."""
+    from jobs.tables import SNAPSHOTS
+
+    candidates = [*output.iterdir(), *((output / SNAPSHOTS).iterdir() if (output / SNAPSHOTS).is_dir() else ())]
+    return [p for p in candidates if (p / "_delta_log").is_dir()]
+
+
+def restore_unfinished(output: Path) -> list[str]:
+    """Tables whose newest version was committed by a run that never recorded itself (it died between its
+    commits), restored to their newest version of a complete run, so that a plain Delta reader, which reads
+    each table's newest version, sees one whole run again. Returns their names."""
+    from deltalake import DeltaTable
+
+    finished = {r["run_id"] for r in finished_runs(output)}
+    restored = []
+    for path in table_folders(output):
+        table = DeltaTable(str(path))
+        newest = run_id_of(table.history(1)[0])
+        if newest is None or newest in finished:
+            continue
+        version = _newest_finished_version(path, finished)
+        if version is not None:
+            table.restore(version)
+            restored.append(str(path.relative_to(output)))
+    return restored
+
+
+def keep_runs(output: Path, runs: int) -> dict[str, int]:
+    """Delete the data files that no version of the last `runs` complete runs references (and no table's newest
+    version): the only way old versions go (rebuild --keep-runs). Returns, per table, the files deleted."""
+    from deltalake import DeltaTable
+
+    kept = finished_runs(output)[-runs:]
+    deleted = {}
+    for path in table_folders(output):
+        name = str(path.relative_to(output))
+        versions = sorted({t["version"] for r in kept for t in r["tables"] if t["table"] == name})
+        files = DeltaTable(str(path)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False,
+                                             keep_versions=versions)
+        if files:
+            deleted[name] = len(files)
+    return deleted

@@ -22,8 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
-import uuid
 from concurrent.futures import Future, wait
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,7 +33,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.hive import data_files
-from jobs.runs import commit_metadata, committed_version, new_run_id, record_run, spark_user_metadata
+from jobs.kill_points import kill_point
+from jobs.output_lock import STAGING_DIR
+from jobs.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, new_run_id, record_run,
+                       spark_user_metadata)
 from jobs.session import has_jvm_class
 from jobs.spark_threads import SparkThreads
 from jobs.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, TABLES, arrow_schema, conform, partition_columns,
@@ -43,7 +44,6 @@ from jobs.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, TABLES, arrow_sche
 
 log = logging.getLogger("offsetlake")
 DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
-STAGING_DIR = "_offsetlake_staging"
 # Tables staged at once (`stage_soon`, jobs.spark_threads).
 STAGING_THREADS = 2
 # Writes a table's Parquet files (its contract's Arrow schema) into the folder it is given, without Spark.
@@ -55,9 +55,10 @@ def delta_engine(spark: SparkSession) -> str:
     return "spark" if has_jvm_class(spark, DELTA_JVM_CLASS) else "delta-rs"
 
 
-def new_staging(output: Path) -> Path:
-    """A new run's staging area under `output` (created when something is written there)."""
-    return output / STAGING_DIR / uuid.uuid4().hex
+def new_staging(output: Path, run_id: str | None = None) -> Path:
+    """Run `run_id`'s staging area under `output` (created when something is written there); its name is the
+    run's id (a new one by default), so the next run can tell whose it was (jobs.output_lock.recover)."""
+    return output / STAGING_DIR / (run_id or new_run_id())
 
 
 def pinned(staging: Path, name: str) -> Path:
@@ -112,6 +113,11 @@ class TableSink:
         for future in self._soon.values():
             future.result()
 
+    @property
+    def run_id(self) -> str:
+        """The run's id: its staging area's name (new_staging)."""
+        return self.staging.name
+
     def staged(self, table: str) -> Path:
         """The folder a table is staged in: Parquet, partitioned by folders as the Delta table will be."""
         return self.staging / table
@@ -139,7 +145,7 @@ class TableSink:
         if self.snapshots and as_of is None:
             raise ValueError("snapshots need the run's as_of")
         written, versions = {}, {}
-        run_id = new_run_id()
+        run_id = self.run_id
         try:
             # In the contract's order, whatever order they were staged in (a table read by others is staged first).
             for table in sorted(self.rows, key=lambda t: TABLES.index(t) if t in TABLES else len(TABLES)):
@@ -150,7 +156,7 @@ class TableSink:
                     self._commit_delta_rs(table, target, run_id)
                 versions[table] = committed_version(target, run_id)
                 written[table] = str(target)
-                _test_hook_fail_after_commits(len(written))
+                kill_point(f"committed:{len(written)}")
             for table in (SNAPSHOT_TABLES if self.snapshots else ()):
                 if table not in self.rows:
                     continue
@@ -162,8 +168,9 @@ class TableSink:
                     self._snapshot_delta_rs(table, target, run_id, as_of)
                 versions[path] = committed_version(target, run_id)
                 written[path] = str(target)
-                _test_hook_fail_after_commits(len(written))
+                kill_point(f"committed:{len(written)}")
             record_run(self.output, run_id, versions, as_of, source, self.engine)
+            kill_point("recorded")
         finally:
             self.discard()
         return written
@@ -188,7 +195,7 @@ class TableSink:
         from deltalake.transaction import CommitProperties, create_table_with_add_actions
 
         staged = self.staged(table)
-        actions = (_add_action(staged, f, values, target) for f, values in data_files(staged))
+        actions = (_add_action(staged, f, values, target, run_id) for f, values in data_files(staged))
         adds = [a for a in actions if a is not None]
         schema = Schema.from_arrow(arrow_schema(table))
         partitions = partition_columns(table) or None
@@ -198,7 +205,7 @@ class TableSink:
                                                              commit_properties=properties)
         else:
             create_table_with_add_actions(str(target), schema, adds, mode="overwrite", partition_by=partitions,
-                                          commit_properties=properties)
+                                          configuration=TABLE_PROPERTIES, commit_properties=properties)
 
     def _staged_batches(self, table: str) -> pa.RecordBatchReader:
         """The staged table, batch by batch with its contract's Arrow types (the driver never holds it whole)."""
@@ -220,7 +227,7 @@ class TableSink:
         # An empty table still replaces the partition: a rerun that finds nothing leaves nothing behind.
         # schema_mode="merge": a contract column added later is null in older partitions, which stay.
         write_deltalake(str(target), self._staged_batches(table), mode="overwrite", predicate=as_of_predicate(as_of, "delta-rs"),
-                        partition_by=[SNAPSHOT_PARTITION], schema_mode="merge",
+                        partition_by=[SNAPSHOT_PARTITION], schema_mode="merge", configuration=TABLE_PROPERTIES,
                         commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
 
     def _snapshot_spark(self, table: str, target: Path, run_id: str, as_of: datetime) -> None:
@@ -230,11 +237,14 @@ class TableSink:
             .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
 
 
-def _add_action(staged: Path, file: Path, partition_values: dict[str, str | None], target: Path):
-    """`file`, staged under `staged`, hard-linked to the same relative path under `target` (copied where the
-    file system has no links), as a Delta add action: its size, partition values (from the hive-style folders
-    Spark wrote: `commit_date=2026-11-20`), and its row count from the Parquet footer. None for a file without
-    rows: an empty table has no data files (its schema is in the log)."""
+def _add_action(staged: Path, file: Path, partition_values: dict[str, str | None], target: Path, run_id: str):
+    """`file`, staged under `staged`, hard-linked into the same folder under `target` (copied where the file
+    system has no links) with the run's id before its name, as a Delta add action: its size, partition values
+    (from the hive-style folders Spark wrote: `commit_date=2026-11-20`), and its row count from the Parquet
+    footer. None for a file without rows: an empty table has no data files (its schema is in the log).
+
+    The name is the run's own, so a file never lands on a name an earlier version references (staged names
+    such as part-00000.parquet repeat from run to run), and a dead run's uncommitted files can be found."""
     import json
     from urllib.parse import quote
 
@@ -244,12 +254,16 @@ def _add_action(staged: Path, file: Path, partition_values: dict[str, str | None
     if not rows:
         return None
     relative = file.relative_to(staged)
+    relative = relative.with_name(f"{run_id}-{relative.name}")
     placed = target / relative
     placed.parent.mkdir(parents=True, exist_ok=True)
     try:
-        os.link(file, placed)
+        os.link(file, placed)  # FileExistsError: never onto an existing name
+    except FileExistsError:
+        raise
     except OSError:
-        shutil.copyfile(file, placed)
+        with open(file, "rb") as source, open(placed, "xb") as copy:
+            shutil.copyfileobj(source, copy)
     stat = placed.stat()
     stats = json.dumps({"numRecords": rows})
     return AddAction(quote(relative.as_posix(), safe="/="), stat.st_size, partition_values,
@@ -264,11 +278,3 @@ def as_of_predicate(as_of: datetime, engine: str) -> str:
     text = moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
     literal = f"TIMESTAMP '{text}'" if engine == "spark" else f"'{text}'"
     return f"{SNAPSHOT_PARTITION} = {literal}"
-
-
-def _test_hook_fail_after_commits(commits: int) -> None:
-    """Test hook, never set in production: OFFSETLAKE_FAIL_AFTER_COMMITS=N kills this process (SIGKILL, like
-    `kill -9`) right after its N-th table commit, so tests can check that readers never see half a run."""
-    limit = os.environ.get("OFFSETLAKE_FAIL_AFTER_COMMITS")
-    if limit is not None and commits >= int(limit):
-        os.kill(os.getpid(), signal.SIGKILL)

@@ -70,7 +70,7 @@ class EarlyReduction:
 
     @classmethod
     def start(cls, source: SourceSpec, as_of: datetime | None, output: Path, cores: int | None,
-              history: bool = False) -> EarlyReduction | None:
+              history: bool = False, run_id: str | None = None) -> EarlyReduction | None:
         """Start reducing `source` as of `as_of` for a run writing under `output` (`history`: with the history
         tables), when it is a dump the tasks read (jobs.sources.reduced_dump.plan_dump) and `cores` says a local
         JVM is about to start (jobs.session.starts_local_jvm); else None."""
@@ -80,7 +80,7 @@ class EarlyReduction:
         if plan is None:
             return None
         log.info("reducing %s in %d tasks while Spark starts", source.location, len(plan.tasks))
-        return cls(plan, new_staging(output), as_of, cores, history)
+        return cls(plan, new_staging(output, run_id), as_of, cores, history)
 
     def reduced_log(self, spark: SparkSession, as_of: datetime | None, spans: Path) -> DataFrame:
         """The tasks' rows (DumpTasks.reduced's with `spans`), read by Spark once every task has written them;

@@ -1,8 +1,11 @@
-"""A rebuild killed between two table commits: sql, show, describe and register_tables all keep showing the
-previous run, whole; the next complete run is then seen whole.
+"""Rebuilds killed at several moments (reading, replay, staging, committing): sql, show, describe,
+reset-offsets and register_tables keep showing the previous run, whole, every Delta table opens, and the next
+complete run is seen whole, leaves nothing behind and keeps every earlier version readable. A second rebuild
+started while one holds the output is refused in one line.
 
-One rebuild runs in its own process (the only way to kill it for real), with the sink's test hook
-OFFSETLAKE_FAIL_AFTER_COMMITS; the complete ones share the test session's Spark.
+Killed rebuilds run in processes of their own (the only way to kill them for real) with the test hook
+OFFSETLAKE_KILL_AT (jobs/kill_points.py), which kills the whole process group as a lost container would; the
+complete ones share the test session's Spark.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,11 +25,16 @@ from deltalake import DeltaTable
 from offsets_log import MINUTE, T0, OffsetsLog, member
 
 from jobs.cli import cli
-from jobs.runs import finished_runs
+from jobs.kill_points import KILL_AT
+from jobs.output_lock import LOCK_FILE, STAGING_DIR
+from jobs.runs import finished_runs, table_folders
 from jobs.tables import TABLES
 from jobs.views import register_tables
 
-KILLED_AFTER = 2  # table commits: committed_offsets and expired_offsets are replaced, the others are not
+# Moments to kill at, in order, each into the output the previous one left: the source read, the replay's
+# counts computed, every table staged, and two table commits made (committed_offsets and expired_offsets).
+KILLED_AT = ("read", "replayed", "staged", "committed:2")
+KILLED_AFTER = 2  # table commits of the last one
 
 
 def invoke(*args: str):
@@ -54,6 +63,16 @@ def rebuild(dump: Path, out: Path, ends: Path) -> str:
     return finished_runs(out)[-1]["run_id"]
 
 
+def seen_by_readers(out: Path) -> dict[str, str]:
+    """What the reading commands print, and every Delta table's newest version opened."""
+    for path in table_folders(out):
+        DeltaTable(str(path)).to_pyarrow_table()  # raises on a missing or damaged file
+    return {"sql": offsets_csv(out),
+            "show": invoke("show", "--output", str(out), "--rows", "5").stdout,
+            "describe": invoke("describe", "--output", str(out), "--group", "g").stdout,
+            "reset": invoke("reset-offsets", "--output", str(out), "--group", "g").stdout}
+
+
 @pytest.fixture(scope="module")
 def runs(spark, tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("runs")
@@ -63,14 +82,25 @@ def runs(spark, tmp_path_factory) -> dict:
     out = base / "tables"
     first_run = rebuild(first, out, ends)
     exe = Path(sys.executable).with_name("offsetlake")
-    killed = subprocess.run([str(exe), "--quiet", "rebuild", "--source", f"parquet:{second}", "--output", str(out),
-                             "--end-offsets", str(ends)], capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "OFFSETLAKE_FAIL_AFTER_COMMITS": str(KILLED_AFTER)})
-    assert killed.returncode == -9, killed.stderr  # SIGKILL, as the hook does it
+    command = [str(exe), "--quiet", "rebuild", "--source", f"parquet:{second}", "--output", str(out),
+               "--end-offsets", str(ends)]
+    seen, refused = {}, None
+    for moment in KILLED_AT:
+        killed = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True, env={**os.environ, KILL_AT: moment})
+        if refused is None:  # while it holds the output, a second rebuild is refused before Spark starts
+            while not (out / LOCK_FILE).exists() and killed.poll() is None:
+                time.sleep(0.05)
+            holder = json.loads((out / LOCK_FILE).read_text())["run_id"]
+            refused = (holder, subprocess.run(command, capture_output=True, text=True, timeout=120))
+        _, err = killed.communicate(timeout=600)
+        assert killed.returncode == -9, err  # SIGKILL, as the hook does it
+        seen[moment] = seen_by_readers(out)
     # The next complete run goes to a copy, so the killed state stays for the tests that read it.
     again = base / "tables-again"
     shutil.copytree(out, again)
-    return {"out": out, "first_run": first_run, "again": again, "second": second, "ends": ends}
+    return {"out": out, "first_run": first_run, "again": again, "second": second, "ends": ends, "seen": seen,
+            "refused": refused}
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +119,23 @@ FIRST_RUN = "group_id,partition,committed_offset,lag,offset_count\ng,0,90,10,2\n
 THIRD_RUN = "group_id,partition,committed_offset,lag,offset_count\ng,0,95,5,2\ng,1,130,10,2\nh,0,5,95,1\n"
 
 
+@pytest.mark.parametrize("moment", KILLED_AT)
+def test_after_each_kill_every_reader_sees_the_first_run_whole(runs, moment):
+    seen = runs["seen"][moment]
+    assert seen["sql"] == FIRST_RUN
+    assert seen["show"].startswith(f"run {runs['first_run']}: as of 2026-11-01T00:01:00Z")
+    assert [line.split()[:6] for line in seen["describe"].splitlines()[2:]] == [
+        ["g", "t", "0", "90", "100", "10"], ["g", "t", "1", "120", "140", "20"]]
+    assert seen["reset"] == "t,0,90\nt,1,120\n"
+
+
+def test_a_second_rebuild_is_refused_in_one_line_naming_the_run_that_holds_the_output(runs):
+    holder, refused = runs["refused"]
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"run {holder} " in lines[0] and "is writing these tables" in lines[0], lines
+
+
 def test_the_killed_run_replaced_some_tables_and_did_not_record_itself(runs):
     out = runs["out"]
     versions = {t: DeltaTable(str(out / t)).version() for t in TABLES}
@@ -99,32 +146,35 @@ def test_the_killed_run_replaced_some_tables_and_did_not_record_itself(runs):
     assert sorted(newest) == [5, 95, 130]  # the new data is there, and readers must not see it
 
 
-def test_sql_sees_the_first_run_whole(runs):
-    assert offsets_csv(runs["out"]) == FIRST_RUN
-
-
-def test_show_sees_the_first_run(runs):
-    text = invoke("show", "--output", str(runs["out"]), "--rows", "5").stdout
-    lines = text.splitlines()
-    assert lines[0].startswith(f"run {runs['first_run']}: as of 2026-11-01T00:01:00Z")
-    assert "committed_offsets: 2 rows" in text and "consumer_groups: 1 rows" in text
-    assert "committed_offset=95" not in text and "committed_offset=90" in text
-
-
-def test_describe_sees_the_first_run(runs):
-    result = invoke("describe", "--output", str(runs["out"]), "--group", "g")
-    assert [line.split()[:6] for line in result.stdout.splitlines()[2:]] == [
-        ["g", "t", "0", "90", "100", "10"], ["g", "t", "1", "120", "140", "20"]]
-    missing = invoke("describe", "--output", str(runs["out"]), "--group", "h")
-    assert "does not exist" in missing.stdout
-
-
 def test_register_tables_sees_the_first_run(spark, runs):
     names = register_tables(spark, runs["out"], prefix="killed_")
     assert set(names) == {f"killed_{t}" for t in TABLES}
     rows = spark.sql("SELECT group_id, partition, committed_offset FROM killed_committed_offsets ORDER BY 1, 2").collect()
     assert [tuple(r) for r in rows] == [("g", 0, 90), ("g", 1, 120)]
     assert spark.sql("SELECT count(*) FROM killed_consumer_groups").collect()[0][0] == 1
+
+
+def test_the_next_complete_run_cleans_up_after_the_killed_ones(runs, third):
+    out, _ = third
+    assert not (out / STAGING_DIR).exists() and not (out / LOCK_FILE).exists()
+    # Every data file in a table folder is one a version references: no killed run's file is left.
+    for path in table_folders(out):
+        referenced = set()
+        for version in range(DeltaTable(str(path)).version() + 1):
+            referenced |= {uri.removeprefix("file://") for uri in DeltaTable(str(path), version=version).file_uris()}
+        assert {str(p) for p in path.rglob("*.parquet") if "_delta_log" not in p.parts} <= referenced, path
+
+
+def test_every_version_of_every_table_opens_and_holds_the_as_of_of_its_run(runs, third):
+    out, _ = third
+    recorded = finished_runs(out)
+    assert len(recorded) == 2
+    for run in recorded:
+        for entry in run["tables"]:
+            table = DeltaTable(str(out / entry["table"]), version=entry["version"]).to_pyarrow_table()
+            if "as_of" in table.column_names and table.num_rows:
+                as_of = {moment.replace(tzinfo=None) for moment in table.column("as_of").to_pylist()}
+                assert as_of == {run["as_of"]}, entry
 
 
 def test_the_next_complete_run_is_seen_whole(spark, runs, third):

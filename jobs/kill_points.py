@@ -1,0 +1,19 @@
+"""Named moments of a rebuild where a test kills it as a crash would: SIGKILL to its whole process group (the
+JVM and any worker processes go with it). Never set in production.
+
+OFFSETLAKE_KILL_AT=<moment>, one of: `read` (the source planned, nothing replayed), `replayed` (the reduced log
+and the counts computed), `staged` (every table staged, none committed), `committed:N` (right after the N-th
+table commit), `recorded` (the run recorded, its staging area not yet removed).
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+KILL_AT = "OFFSETLAKE_KILL_AT"
+
+
+def kill_point(moment: str) -> None:
+    """Kill this process group now if a test asked for `moment`."""
+    if os.environ.get(KILL_AT) == moment:
+        os.killpg(os.getpgrp(), signal.SIGKILL)

@@ -1,0 +1,88 @@
+"""The output lock and what a run cleans up after a dead one (jobs/output_lock.py), and keeping old versions
+(jobs/runs.keep_runs): without Spark, on tables written with delta-rs as the sink writes them."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from delta_runs import commit_run
+from deltalake import DeltaTable
+
+from jobs.errors import BadInput
+from jobs.output_lock import LOCK_FILE, STALE_SECONDS, STAGING_DIR, OutputLock
+from jobs.runs import finished_runs, keep_runs, snapshot
+
+
+def offsets(committed: int) -> dict[str, list[dict]]:
+    return {"committed_offsets": [{"group_id": "g", "topic": "t", "partition": 0, "committed_offset": committed}],
+            "consumer_groups": [{"group_id": "g", "offset_count": 1}]}
+
+
+def newest(out) -> list[int]:
+    """committed_offsets as a plain Delta reader sees it: its newest version."""
+    return DeltaTable(str(out / "committed_offsets")).to_pyarrow_table().column("committed_offset").to_pylist()
+
+
+def write_lock(out, **holder) -> None:
+    (out / LOCK_FILE).write_text(json.dumps({"run_id": "dead", "host": socket.gethostname(), "pid": 1,
+                                             "started_at": "2026-11-27T00:00:00+00:00", **holder}))
+
+
+def test_a_second_run_is_refused_naming_the_run_that_holds_the_output(tmp_path):
+    with OutputLock.acquire(tmp_path, "first-run"):
+        with pytest.raises(BadInput, match=r"run first-run \(process \d+ on .*\) is writing these tables"):
+            OutputLock.acquire(tmp_path, "second-run")
+    assert not (tmp_path / LOCK_FILE).exists()
+    with OutputLock.acquire(tmp_path, "second-run"):  # released: the next one gets it
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["run_id"] == "second-run"
+
+
+def test_a_run_whose_process_is_gone_loses_its_lock_at_once(tmp_path):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    write_lock(tmp_path, pid=int(gone.stdout))
+    with OutputLock.acquire(tmp_path, "next"):
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["run_id"] == "next"
+
+
+def test_a_lock_from_another_host_is_taken_over_only_once_its_heartbeat_has_stopped(tmp_path):
+    write_lock(tmp_path, host="another-host", pid=os.getpid())
+    with pytest.raises(BadInput, match="run dead"):
+        OutputLock.acquire(tmp_path, "next")
+    old = time.time() - STALE_SECONDS - 60
+    os.utime(tmp_path / LOCK_FILE, (old, old))
+    OutputLock.acquire(tmp_path, "next").release()
+
+
+def test_the_next_run_removes_a_dead_runs_staging_area_and_uncommitted_files_and_restores_its_tables(tmp_path):
+    first = commit_run(tmp_path, offsets(10))
+    dead = commit_run(tmp_path, {"committed_offsets": offsets(20)["committed_offsets"]}, finish=False)
+    assert newest(tmp_path) == [20]  # what a plain Delta reader sees after the dead run
+    # The dead run had staged its tables and linked a file into a table it never committed.
+    (tmp_path / STAGING_DIR / dead / "consumer_groups").mkdir(parents=True)
+    stray = tmp_path / "consumer_groups" / f"{dead}-part-00000.parquet"
+    stray.write_bytes(b"PAR1")
+    with OutputLock.acquire(tmp_path, "next"):
+        assert not (tmp_path / STAGING_DIR).exists()
+        assert not stray.exists()
+        assert newest(tmp_path) == [10]  # restored: the newest complete run's version
+        assert DeltaTable(str(tmp_path / "committed_offsets"), version=1).to_pyarrow_table().num_rows == 1
+        assert snapshot(tmp_path, ["committed_offsets"]).run["run_id"] == first
+
+
+def test_keep_runs_deletes_only_what_older_versions_reference(tmp_path):
+    for committed in (10, 20, 30):
+        commit_run(tmp_path, offsets(committed))
+    runs = finished_runs(tmp_path)
+    deleted = keep_runs(tmp_path, 2)
+    assert deleted["committed_offsets"] == 1 and deleted["consumer_groups"] == 1
+    for run, committed in zip(runs[1:], (20, 30)):  # the last two runs' versions still open
+        version = {t["table"]: t["version"] for t in run["tables"]}["committed_offsets"]
+        table = DeltaTable(str(tmp_path / "committed_offsets"), version=version).to_pyarrow_table()
+        assert table.column("committed_offset").to_pylist() == [committed]
+    with pytest.raises(Exception):
+        DeltaTable(str(tmp_path / "committed_offsets"), version=0).to_pyarrow_table()
