@@ -1,26 +1,13 @@
-"""Bytes -> columns: the only place Python touches records, through vectorised Arrow UDFs.
+"""Decoded records as the replay's columns: per-record functions over the codec (no Spark, no Arrow).
 
-Each UDF has a plain per-record function beside it (usable and tested without Spark):
-* `check_record` (jobs.record_check) runs on every record native code cannot prove: it validates key and
-  value and extracts what the native steps need (record type, group id) and the error that sends a record
-  to quarantine;
-* `offset_commit_columns` and `group_metadata_columns` run only on the winners of a last-write-wins
-  reduction, so the bulk of the log is never decoded into rich values.
+They run only where the replay needs a record's contents: on the offset winners the bulk reader
+(jobs.decode.arrow_reader) cannot prove, and on group records, which are few; the bulk of the log is never
+decoded into rich values.
 """
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Iterable
-
-import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import Column
-from pyspark.sql.functions import arrow_udf
-from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import DataType
-
-from jobs.record_check import verdicts
-from jobs.types import parse_columns
+from typing import Any, Callable
 
 from offsets_codec import REGISTRY, DecodeError, decode_key, decode_value
 from offsets_codec.consumer_protocol import decode_assignment, decode_subscription, subscribed_topics_v0
@@ -262,72 +249,3 @@ _MODERN_FIELDS: dict[str, Callable[[dict], dict]] = {
 def _sentinel(n: int) -> int | None:
     """Kafka's Utils.ofSentinel: -1 means absent."""
     return None if n == -1 else n
-
-
-# --- Arrow UDF wrappers ------------------------------------------------------------------------
-
-
-def _arrow_type(ddl: str) -> tuple[DataType, pa.DataType]:
-    spark_type = parse_columns(ddl)
-    return spark_type, to_arrow_type(spark_type)
-
-
-_CHECK_SPARK, _CHECK_ARROW = _arrow_type(CHECK_DDL)
-_OFFSET_SPARK, _OFFSET_ARROW = _arrow_type(OFFSET_COMMIT_DDL)
-_GROUP_SPARK, _GROUP_ARROW = _arrow_type(GROUP_METADATA_DDL)
-_MODERN_SPARK, _MODERN_ARROW = _arrow_type(MODERN_DDL)
-
-
-def _rows_to_struct(rows: Iterable[dict[str, Any] | None], arrow_type: pa.DataType) -> pa.Array:
-    return pa.array(list(rows), type=arrow_type)
-
-
-@arrow_udf(_CHECK_SPARK)
-def _check_udf(keys: pa.Array, values: pa.Array, needed: pa.Array) -> pa.Array:
-    # Rows the native reader already proved arrive as nulls and stay null: only the others are decoded.
-    wanted = pc.fill_null(needed, False)
-    return pa.StructArray.from_arrays(verdicts(keys, values, pc.indices_nonzero(wanted)), fields=list(_CHECK_ARROW),
-                                      mask=pc.invert(wanted))
-
-
-def _decode_udf(fn: Callable[..., dict[str, Any]], arrow_type: pa.DataType, spark_type: DataType,
-                tombstones: bool = False):
-    """Wrap a per-record decoder whose last argument is the value.
-
-    A tombstone gives a null struct unless `fn` handles tombstones itself. (Spark evaluates a Python UDF
-    on every row it is handed, whatever CASE WHEN surrounds it, so the wrapper must not trip over them.)
-    """
-
-    @arrow_udf(spark_type)
-    def udf(*columns: pa.Array) -> pa.Array:
-        rows = zip(*(c.to_pylist() for c in columns))
-        return _rows_to_struct((fn(*args) if tombstones or args[-1] is not None else None for args in rows),
-                               arrow_type)
-
-    return udf
-
-
-_offset_udf = _decode_udf(offset_commit_columns, _OFFSET_ARROW, _OFFSET_SPARK)
-_group_udf = _decode_udf(group_metadata_columns, _GROUP_ARROW, _GROUP_SPARK)
-_modern_udf = _decode_udf(modern_columns, _MODERN_ARROW, _MODERN_SPARK, tombstones=True)
-
-
-def check(key: Column, value: Column, needed: Column) -> Column:
-    """struct<record_type, group_id, error> of each record where `needed` holds, else null. Pass null key and
-    value where it does not hold: Spark hands a Python UDF every row, so only those cost nothing to send."""
-    return _check_udf(key, value, needed)
-
-
-def offset_commit(key: Column, value: Column) -> Column:
-    """Decoded offset-commit columns; only for valid, non-tombstone offset records."""
-    return _offset_udf(key, value)
-
-
-def group_metadata(record_type: Column, value: Column) -> Column:
-    """Decoded classic group columns; only for valid, non-tombstone type-2 records."""
-    return _group_udf(record_type, value)
-
-
-def modern(key: Column, value: Column) -> Column:
-    """Decoded MODERN_DDL columns; for tombstones only the key's member id / regular expression."""
-    return _modern_udf(key, value)

@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
 
-from jobs.decode import group_metadata_columns, modern_columns
-from jobs.types import parse_type
+from jobs.decode.columns import group_metadata_columns, modern_columns
+from jobs.lake.tables import arrow_type
 from offsets_codec import REGISTRY, decode_value
 
 CLASSIC = "classic"
@@ -54,7 +54,6 @@ _ROLES = {
 }
 ROLE = {t: role for role, names in _ROLES.items() for t, rt in REGISTRY.items() if rt.name in names}
 GROUP_TYPES = sorted(t for t, f in FAMILY.items() if f in (CLASSIC, *FAMILIES))
-GROUP_FOLD = "group_fold"  # the fold's output, as the replay pins it (and the early reduction writes it)
 
 # --- output ----------------------------------------------------------------------------------------
 
@@ -81,8 +80,9 @@ OUTPUT_DDL = {
              "record_offset:bigint>",
 }
 KINDS = tuple(OUTPUT_DDL)
-OUTPUT_SCHEMA = "coordinator_partition int, group_id string, kind string, " + ", ".join(
-    f"{k} {ddl}" for k, ddl in OUTPUT_DDL.items())
+# The fold's rows: one per (group, kind), the kind's struct filled.
+FOLD_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("group_id", pa.string()), ("kind", pa.string()),
+                         *((k, arrow_type(ddl)) for k, ddl in OUTPUT_DDL.items())])
 
 
 @dataclass
@@ -115,6 +115,7 @@ class Slot:
     violation: dict[str, str] = field(default_factory=dict)  # family -> reason (its newest group tombstone)
     summary: dict[str, Any] | None = None  # after the previous group event
     event_timestamp_ms: int | None = None
+    event_offset: int = -1  # of the previous group event
 
     def holder(self) -> tuple[str | None, int]:
         """(family holding the id or None, the offset its incarnation starts after)."""
@@ -132,6 +133,11 @@ class Slot:
         if family not in FAMILIES:
             return None
         return next((f for (f, v), o in self.identity.items() if v and f != family and o == start), None)
+
+
+# A simple group as a group event shows it: what offset commits make of an id no group record holds.
+SIMPLE_GROUP = {"group_type": CLASSIC, "state": "Empty", "generation": 0, "protocol": None, "leader_id": None,
+                "members": set()}
 
 
 def _by_role(records: dict[bytes, Record], start: int) -> dict[str | None, list[Record]]:
@@ -300,10 +306,11 @@ def _tombstone_violation(family: str, records: dict[bytes, Record]) -> str | Non
 class PartitionReplay:
     """The group state of one coordinator partition, fed its group records in log order."""
 
-    def __init__(self, events: bool = True) -> None:
+    def __init__(self, events: bool = True, offsets: dict[str, np.ndarray] | None = None) -> None:
         self.slots: dict[str, Slot] = {}
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.record_events = events
+        self.offsets = offsets or {}  # group id -> the sorted offsets of its offset records
 
     def feed(self, record: Record, group_id: str) -> None:
         slot = self.slots.setdefault(group_id, Slot())
@@ -337,11 +344,22 @@ class PartitionReplay:
         assembled = assemble_modern(family, slot.modern.get(family, {}), start, summary=True)
         return {**assembled.group, "members": {m["member_id"] for m in assembled.members}}
 
+    def _held_offsets(self, group_id: str, slot: Slot, record: Record) -> bool:
+        """The group held offsets since its previous event, when `record` (a type-2 tombstone) deletes it: a
+        simple group, or one whose offsets the broker expired (their tombstones come just before)."""
+        offsets = self.offsets.get(group_id)
+        if offsets is None or FAMILY[record.record_type] != CLASSIC or record.is_value:
+            return False
+        since = np.searchsorted(offsets, slot.event_offset, side="right")
+        return since < np.searchsorted(offsets, record.offset)
+
     def _event(self, group_id: str, slot: Slot, record: Record, family_before: str | None) -> None:
         previous = slot.summary
         now = self._summary(slot)
         if now is None and previous is None:
-            return
+            if not self._held_offsets(group_id, slot, record):
+                return
+            previous = dict(SIMPLE_GROUP)  # the group its offsets made, which the tombstone deletes
         if now is not None and previous is not None and all(
                 now[k] == previous[k] for k in ("group_type", "generation", "state", "members", "protocol", "leader_id")):
             if FAMILY[record.record_type] != CLASSIC:
@@ -378,6 +396,7 @@ class PartitionReplay:
         }))
         slot.summary = now
         slot.event_timestamp_ms = record.timestamp_ms
+        slot.event_offset = record.offset
 
     def results(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """(group id, kind, row) for every output kind (see OUTPUT_DDL)."""
@@ -410,22 +429,6 @@ class PartitionReplay:
             yield group_id, "event", event
 
 
-_ARROW = None
-
-
-def fold_schema() -> pa.Schema:
-    """OUTPUT_SCHEMA as Arrow: what `replay_partition` gives."""
-    global _ARROW
-    if _ARROW is None:
-        from pyspark.sql.pandas.types import to_arrow_type
-
-        fields = [pa.field("coordinator_partition", pa.int32()), pa.field("group_id", pa.string()),
-                  pa.field("kind", pa.string())]
-        fields += [pa.field(k, to_arrow_type(parse_type(ddl))) for k, ddl in OUTPUT_DDL.items()]
-        _ARROW = pa.schema(fields)
-    return _ARROW
-
-
 _TICKS_PER_MS = {"ms": 1, "us": 1000, "ns": 1_000_000}
 
 
@@ -434,37 +437,44 @@ def _epoch_ms(column: pa.ChunkedArray) -> list[int | None]:
     return [None if t is None else t // per_ms for t in column.cast(pa.int64()).to_pylist()]
 
 
-def replay_partition(records: pa.Table, events: bool = True) -> pa.Table:
-    """The fold over one coordinator partition's group records (columns coordinator_partition,
-    record_offset, record_timestamp, record_type, group_id, key, value)."""
-    schema = fold_schema()
+def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.Table | None = None) -> pa.Table:
+    """The fold over one coordinator partition's valid group records up to as_of (columns coordinator_partition,
+    record_offset, record_timestamp, record_type, group_id, key, value), as FOLD_SCHEMA rows. `offset_records`:
+    the partition's offset records (group_id, record_offset), which tell a group that held only offsets when its
+    type-2 tombstone deletes it (a group event)."""
     if records.num_rows == 0:
-        return schema.empty_table()
+        return FOLD_SCHEMA.empty_table()
     records = records.sort_by("record_offset")
     partition = records.column("coordinator_partition")[0].as_py()
     timestamps = _epoch_ms(records.column("record_timestamp"))
-    replay = PartitionReplay(events)
+    replay = PartitionReplay(events, _offsets_by_group(offset_records) if events else {})
     for offset, ts, record_type, group_id, key, value in zip(
             records.column("record_offset").to_pylist(), timestamps, records.column("record_type").to_pylist(),
             records.column("group_id").to_pylist(), records.column("key").to_pylist(),
             records.column("value").to_pylist()):
         replay.feed(Record(offset, ts, record_type, key, value), group_id)
-    columns: dict[str, list] = {name: [] for name in schema.names}
+    columns: dict[str, list] = {name: [] for name in FOLD_SCHEMA.names}
     for group_id, kind, row in replay.results():
         columns["coordinator_partition"].append(partition)
         columns["group_id"].append(group_id)
         columns["kind"].append(kind)
         for k in KINDS:
             columns[k].append(row if k == kind else None)
-    return pa.table([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
+    return pa.table([pa.array(columns[f.name], type=f.type) for f in FOLD_SCHEMA], schema=FOLD_SCHEMA)
 
 
-def replay_groups(records: DataFrame, events: bool = True) -> DataFrame:
-    """The fold's output (OUTPUT_SCHEMA) for valid group records at or before as_of: one task per
-    coordinator partition."""
-    from pyspark.sql import functions as F
-
-    group_records = records.where(F.col("record_type").isin(GROUP_TYPES)).select(
-        "coordinator_partition", "record_offset", "record_timestamp", "record_type", "group_id", "key", "value")
-    return group_records.groupBy("coordinator_partition").applyInArrow(
-        lambda table: replay_partition(table, events), OUTPUT_SCHEMA)
+def _offsets_by_group(offset_records: pa.Table | None) -> dict[str, np.ndarray]:
+    """group id -> the sorted offsets of its offset records."""
+    if offset_records is None or not offset_records.num_rows:
+        return {}
+    rows = offset_records.select(["group_id", "record_offset"]).sort_by([("group_id", "ascending"),
+                                                                         ("record_offset", "ascending")])
+    ids = rows.column("group_id").to_pylist()
+    offsets = rows.column("record_offset").to_numpy()
+    found: dict[str, np.ndarray] = {}
+    start = 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or ids[i] != ids[start]:
+            found[ids[start]] = offsets[start:i]
+            start = i
+    return found

@@ -1,0 +1,136 @@
+"""The output tables' schemas, kept as data in schemas/<table>.json, as Arrow types (no Spark: every runner and
+every reader uses them; jobs.runtime.spark_types converts them for Spark)."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import pyarrow as pa
+
+from jobs.config import data_dir
+
+SCHEMA_DIR = data_dir("schemas")
+TABLES = (
+    "committed_offsets",
+    "expired_offsets",
+    "consumer_groups",
+    "group_members",
+    "group_target_assignments",
+    "streams_topologies",
+    "consumer_lag",
+    "quarantine",
+    "pending_transactions",
+    "segment_errors",
+    # History (--no-history skips them): they grow with the log.
+    "offset_commits",
+    "group_events",
+    "group_status",
+    # Kept across runs: earlier runs' snapshots plus this run's.
+    "end_offsets_history",
+)
+HISTORY_TABLES = ("offset_commits", "group_events", "group_status")
+
+# State tables that `rebuild --snapshot` also keeps by as_of, in DIR/snapshots/<table> (not quarantine and
+# segment_errors: they describe the input, not the state at a moment).
+SNAPSHOTS = "snapshots"
+SNAPSHOT_TABLES = (
+    "committed_offsets",
+    "expired_offsets",
+    "consumer_groups",
+    "group_members",
+    "consumer_lag",
+    "group_target_assignments",
+    "streams_topologies",
+    "pending_transactions",
+)
+SNAPSHOT_PARTITION = "as_of"
+TIMESTAMP = pa.timestamp("us", tz="UTC")  # Delta's `timestamp`
+_PRIMITIVES = {
+    "string": pa.string(), "binary": pa.binary(), "boolean": pa.bool_(), "tinyint": pa.int8(),
+    "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(), "double": pa.float64(), "timestamp": TIMESTAMP,
+    "date": pa.date32(),
+}
+
+
+def snapshot_table(table: str) -> str:
+    """Where the snapshots of `table` are, relative to the output folder: snapshots/<table>."""
+    return f"{SNAPSHOTS}/{table}"
+
+
+def snapshot_tables() -> tuple[str, ...]:
+    return tuple(snapshot_table(t) for t in SNAPSHOT_TABLES)
+
+
+def contract_table(table: str) -> str:
+    """The contract table a path under the output holds: snapshots/<table> has the schema of <table>."""
+    return table.rsplit("/", 1)[-1]
+
+
+def query_name(table: str) -> str:
+    """The name SQL knows a table by (offsetlake sql, register_tables, the catalog): snapshots/committed_offsets
+    is snapshots_committed_offsets; the others keep their own name."""
+    return table.replace("/", "_")
+
+
+def known_tables() -> tuple[str, ...]:
+    """TABLES, then every other table with a schema in schemas/ (tables a rebuild does not write each run)."""
+    others = sorted(p.stem for p in SCHEMA_DIR.glob("*.json") if p.stem not in TABLES)
+    return TABLES + tuple(others)
+
+
+@lru_cache(maxsize=None)
+def _schema_doc(table: str) -> dict:
+    return json.loads((SCHEMA_DIR / f"{table}.json").read_text())
+
+
+def partition_columns(table: str) -> list[str]:
+    """The table's Delta partition columns (a table that grows with the log is partitioned by date)."""
+    return list(_schema_doc(table).get("partition_by", []))
+
+
+@lru_cache(maxsize=None)
+def arrow_schema(table: str) -> pa.Schema:
+    """The table's schema, from schemas/<table>.json: timestamps are UTC microseconds, as Delta's `timestamp`."""
+    return pa.schema([(c["name"], arrow_type(c["type"])) for c in _schema_doc(table)["columns"]])
+
+
+def arrow_type(text: str) -> pa.DataType:
+    """`bigint`, `array<string>`, `struct<topic:string,partition:int>`, ... as an Arrow type."""
+    text = text.strip()
+    if text in _PRIMITIVES:
+        return _PRIMITIVES[text]
+    if text.startswith("array<") and text.endswith(">"):
+        return pa.list_(arrow_type(text[6:-1]))
+    if text.startswith("struct<") and text.endswith(">"):
+        fields = [part.split(":", 1) for part in _split(text[7:-1])]
+        return pa.struct([(name.strip().strip("`"), arrow_type(t)) for name, t in fields])
+    raise ValueError(f"unsupported type {text!r}")
+
+
+def arrow_columns(text: str) -> pa.Schema:
+    """`a int, b array<string>` as an Arrow schema."""
+    return pa.schema([(name.strip().strip("`"), arrow_type(t)) for name, t in
+                      (part.strip().split(" ", 1) for part in _split(text))])
+
+
+def _split(text: str) -> list[str]:
+    """Split on commas that are not inside <...>."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in parts if p.strip()]
+
+
+def conform(table: pa.Table, name: str) -> pa.Table:
+    """`table` as table `name`: the columns of its schema (the contract's and the extra ones it declares), in
+    order and typed; a missing column is a bug."""
+    schema = arrow_schema(name)
+    missing = [f.name for f in schema if f.name not in table.column_names]
+    if missing:
+        raise AssertionError(f"{name}: the replay produced no column(s) {missing}")
+    return pa.table([table.column(f.name).cast(f.type) for f in schema], schema=schema)

@@ -1,0 +1,73 @@
+"""What a source task does with its share of the log, whichever runner runs it: name the records in the
+coordinator's terms, check them, and reduce them (or keep them whole, for the history or when records may be
+there twice), noting what the run must know before the replay (their spans, their newest plausible moment).
+
+A source that reads log segments gives the damage it found as rows with a `problem` (jobs.sources.segments):
+those become segment_errors rows.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.decode.check import CHECK_FIELDS, check
+from jobs.lake.tables import arrow_schema
+from jobs.replay.counts import MOMENT_SCHEMA, future_cutoff, moments
+from jobs.replay.duplicates import SPAN_SCHEMA, spans
+from jobs.replay.records import RECORD_SCHEMA, records
+from jobs.replay.reduction import REDUCED_FIELDS, prefold, whole
+
+LOG_SCHEMA = pa.schema([*RECORD_SCHEMA, *(pa.field(n, t) for n, t in CHECK_FIELDS + REDUCED_FIELDS)])
+OUTPUTS: dict[str, pa.Schema] = {"log": LOG_SCHEMA, "spans": SPAN_SCHEMA, "moments": MOMENT_SCHEMA,
+                                 "segment_errors": arrow_schema("segment_errors")}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def read_chunk(raw: Iterable[pa.Table | pa.RecordBatch], started: datetime, as_of: datetime | None, fold: bool
+               ) -> Iterator[tuple[str, pa.Table]]:
+    """(output name, table) of a task's raw batches (the contract's columns). `started`: when the run started
+    (what "the future" is measured from); `as_of`: the moment asked for (None: the newest plausible record's);
+    `fold`: reduce the log (jobs.replay.reduction) rather than keep it whole."""
+    cutoff = _us(as_of) if as_of is not None else future_cutoff(started)
+    seen: list[tuple[str, pa.Table]] = []
+
+    def checked() -> Iterator[pa.Table]:
+        for batch in raw:
+            batch = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+            if "problem" in batch.column_names:
+                problems = pc.is_valid(batch.column("problem"))
+                if pc.any(problems).as_py():
+                    seen.append(("segment_errors", _segment_errors(batch.filter(problems))))
+                    batch = batch.filter(pc.invert(problems))
+            found = records(batch)
+            seen.append(("spans", spans(found)))
+            seen.append(("moments", moments(found, started)))
+            yield check(found)
+
+    reduced = prefold(checked(), cutoff) if fold else (whole(t, cutoff) for t in checked())
+    for table in reduced:
+        yield "log", table
+        yield from seen
+        seen.clear()
+    yield from seen
+
+
+def _segment_errors(rows: pa.Table) -> pa.Table:
+    schema = arrow_schema("segment_errors")
+    problem = rows.column("problem").combine_chunks()
+    columns = {"coordinator_partition": rows.column("partition"),
+               **{f.name: pc.struct_field(problem, f.name) for f in problem.type}}
+    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def newest_plausible(found: pa.Table) -> datetime | None:
+    """The default as_of: the newest plausible record timestamp of every task's `moments`."""
+    newest = pc.max(found.column("newest")).as_py() if found.num_rows else None
+    return None if newest is None else newest.astimezone(timezone.utc)
+
+
+def _us(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(microseconds=1)

@@ -1,0 +1,230 @@
+"""The replay of one coordinator partition, as the broker's load of it: every rule of jobs.replay in order.
+
+Like GroupCoordinatorShard.replay, it hands each record to one place: offset records to the offsets (and, with
+the history, to offset_commits), group records to the group fold, markers to the transactions; then retention
+is applied at as_of. Its input is the partition's checked rows, whole or reduced (jobs.replay.reduction), in any
+order; its outputs are named tables (OUTPUTS), which a runner writes where the run keeps them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.lake.tables import arrow_schema
+from jobs.replay.counts import COUNT_SCHEMA, count_rows
+from jobs.replay.duplicates import deduplicate
+from jobs.replay.expiry import apply_expiry
+from jobs.replay.groups import CLASSIC, FOLD_SCHEMA, GROUP_TYPES, replay_partition as fold_groups
+from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_MS, MIN_MS, commit_windows,
+                                 consume_rates, offset_commits)
+from jobs.replay.offsets import offset_state
+from jobs.replay.records import TIMESTAMP, mask, numbers
+from jobs.replay.transactions import markers
+from offsets_codec.registry import OFFSET_COMMIT_TYPES
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What the replay of every partition shares: the moment and the rules' parameters."""
+
+    as_of: datetime
+    retention_ms: int
+    history: bool = True  # offset_commits, group_events, and what group_status and consume rates read
+    status_window: int = 10  # group_status: commits judged per offset (Burrow's intervals)
+    rate_window_ms: int = 15 * 60_000  # consumer_lag: rates over (as_of - this, as_of]
+
+    @property
+    def as_of_us(self) -> int:
+        return (self.as_of - _EPOCH) // timedelta(microseconds=1)  # exact, unlike float seconds
+
+    @property
+    def as_of_ms(self) -> int:
+        return self.as_of_us // 1000
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# What the replay of a partition gives: contract tables (their schema) and what the steps after it read.
+VIOLATION_SCHEMA = pa.schema([("group_id", pa.string()), ("reason", pa.string())])
+DUPLICATE_SCHEMA = pa.schema([("duplicates", pa.int64()), ("conflicts", pa.int64())])
+OUTPUTS: dict[str, pa.Schema] = {
+    **{t: arrow_schema(t) for t in ("committed_offsets", "expired_offsets", "consumer_groups",
+                                    "pending_transactions", "quarantine", "offset_commits", "group_events")},
+    "fold": FOLD_SCHEMA,  # members, target assignments, topologies and topic names, for jobs.derive.members
+    "offset_topics": pa.schema([("topic_id", pa.string()), ("topic", pa.string())]),
+    "commit_windows": COMMIT_WINDOW_SCHEMA,
+    "consume_rates": CONSUME_RATE_SCHEMA,
+    "violations": VIOLATION_SCHEMA,
+    "counts": COUNT_SCHEMA,
+    "duplicates": DUPLICATE_SCHEMA,
+}
+GROUP_KEY = ["coordinator_partition", "group_id"]
+
+
+def replay_partition(rows: pa.Table, settings: ReplaySettings) -> Iterator[tuple[str, pa.Table]]:
+    """(output name, table) for one coordinator partition's checked rows (with jobs.replay.reduction's fields)."""
+    rows, duplicates, conflicts = deduplicate(rows)
+    yield "duplicates", pa.table({"duplicates": [duplicates], "conflicts": [conflicts]}, schema=DUPLICATE_SCHEMA)
+    yield "counts", count_rows(rows, settings.as_of_us)
+    failed = mask(pc.is_valid(rows.column("error")))
+    if failed.any():
+        yield "quarantine", _quarantine(rows.filter(pa.array(failed)))
+    late = mask(pc.greater(rows.column("record_timestamp"), pa.scalar(settings.as_of_us, TIMESTAMP)))
+    valid = rows.filter(pa.array(~failed & ~late & ~mask(rows.column("after_as_of"))))
+    if not valid.num_rows:
+        return
+    yield from _replay(valid, settings)
+
+
+def _replay(valid: pa.Table, settings: ReplaySettings) -> Iterator[tuple[str, pa.Table]]:
+    record_type = valid.column("record_type")
+    found = markers(valid)
+    offset_records = valid.filter(pc.is_in(record_type, value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
+    offsets = offset_state(offset_records, found)
+    group_records = valid.filter(pc.is_in(record_type, value_set=pa.array(GROUP_TYPES, pa.int16())))
+    fold = fold_groups(group_records, settings.history, offset_records.select(["group_id", "record_offset"]))
+    kind = fold.column("kind")
+
+    def of(name: str) -> pa.Table:
+        return fold.filter(pc.equal(kind, name))
+
+    partition = valid.column("coordinator_partition")[0].as_py()
+    groups = _groups(partition, of("group"), of("identity"), offsets.committed, offsets.pending)
+    expiry = apply_expiry(offsets.committed, groups, offsets.pending, settings.as_of_ms, settings.retention_ms)
+    as_of = pa.scalar(settings.as_of, TIMESTAMP)
+    yield "committed_offsets", _offset_rows(expiry.live, as_of, "committed_offsets")
+    yield "expired_offsets", _offset_rows(expiry.expired, as_of, "expired_offsets")
+    existing = _consumer_groups(expiry.groups, _activity(offsets.winners, valid), as_of)
+    yield "consumer_groups", existing
+    if offsets.pending.num_rows:
+        yield "pending_transactions", _pending_rows(offsets.pending, as_of)
+    yield "fold", _member_level(fold, existing)
+    topics = offsets.committed.filter(pc.is_valid(offsets.committed.column("topic_id")))
+    yield "offset_topics", topics.select(["topic_id", "topic"])
+    violations = of("violation")
+    if violations.num_rows:
+        yield "violations", pa.table([violations.column("group_id"), pc.struct_field(violations.column("violation"),
+                                                                                     "reason")],
+                                     schema=VIOLATION_SCHEMA)
+    if settings.history:
+        yield "group_events", _group_events(of("event"))
+        commits = offset_commits(offset_records, found)
+        yield "offset_commits", commits
+        yield "commit_windows", commit_windows(commits, settings.status_window)
+        yield "consume_rates", consume_rates(commits, settings.as_of_us, settings.rate_window_ms * 1000)
+
+
+def _groups(partition: int, held: pa.Table, identity: pa.Table, committed: pa.Table, pending: pa.Table) -> pa.Table:
+    """The partition's groups: those a family holds (the fold's), and the simple groups, made by offsets of an id
+    no family holds (state Empty, generation 0, no protocol type). When the newest record that removed an id's
+    group (a type-2 or modern group tombstone) came after every commit, its offsets are orphans the pre-4.0
+    coordinator loaded as a simple group (`is_orphan`). Open transactional commits count too: their replay
+    created the group, and they keep it (spec §8.4)."""
+    fields = FOLD_SCHEMA.field("group").type
+    group_rows = [{"coordinator_partition": partition, "group_id": g, **row, "is_orphan": False} for g, row in
+                  zip(held.column("group_id").to_pylist(), held.column("group").to_pylist())]
+    holders = {g: (i["holder"], i["newest_identity_offset"]) for g, i in
+               zip(identity.column("group_id").to_pylist(), identity.column("identity").to_pylist())}
+    newest_commit: dict[str, int] = {}
+    for table in (committed, pending):
+        for g, o in zip(table.column("group_id").to_pylist(), table.column("record_offset").to_pylist()):
+            newest_commit[g] = max(o, newest_commit.get(g, o))
+    for g, newest in newest_commit.items():
+        holder, newest_identity = holders.get(g, (None, None))
+        if holder is not None:
+            continue
+        group_rows.append({
+            "coordinator_partition": partition, "group_id": g, **{f.name: None for f in fields}, "group_type": CLASSIC, "state": "Empty",
+            "generation": 0, "member_count": 0, "subscribed_topics": [],
+            "is_orphan": newest_identity is not None and newest_identity > newest})
+    schema = pa.schema([("coordinator_partition", pa.int32()), ("group_id", pa.string()), *fields,
+                        ("is_orphan", pa.bool_())])
+    return pa.Table.from_pylist(group_rows, schema=schema)
+
+
+def _activity(winners: pa.Table, valid: pa.Table) -> dict[str, tuple[int, object]]:
+    """group id -> (offset, timestamp) of the newest record about the group, metadata or offsets: a group's newest
+    offset record is the newest record of one of its keys, so the keys' winners stand in for its offset records."""
+    others = valid.filter(pc.and_(pc.invert(pc.is_in(valid.column("record_type"),
+                                                      value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16()))),
+                                  pc.is_valid(valid.column("group_id"))))
+    newest: dict[str, tuple[int, object]] = {}
+    for table in (winners, others):
+        for g, o, t in zip(table.column("group_id").to_pylist(), table.column("record_offset").to_pylist(),
+                           table.column("record_timestamp").to_pylist()):
+            if g not in newest or o > newest[g][0]:
+                newest[g] = (o, t)
+    return newest
+
+
+def _consumer_groups(groups: pa.Table, activity: dict[str, tuple[int, object]], as_of: pa.Scalar) -> pa.Table:
+    schema = arrow_schema("consumer_groups")
+    n = groups.num_rows
+    ids = groups.column("group_id").to_pylist()
+    columns = {name: groups.column(name) for name in groups.column_names}
+    columns.update({
+        "current_state_timestamp": _timestamps_ms(groups.column("current_state_timestamp_ms")),
+        "last_record_offset": pa.array([activity.get(g, (None, None))[0] for g in ids], pa.int64()),
+        "last_record_timestamp": pa.array([activity.get(g, (None, None))[1] for g in ids], TIMESTAMP),
+        "as_of": pa.repeat(as_of, n),
+    })
+    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def _offset_rows(offsets: pa.Table, as_of: pa.Scalar, table: str) -> pa.Table:
+    schema = arrow_schema(table)
+    columns = {name: offsets.column(name) for name in offsets.column_names}
+    columns.update({
+        "commit_timestamp": _timestamps_ms(offsets.column("commit_timestamp_ms")),
+        "expire_timestamp": _timestamps_ms(offsets.column("expire_timestamp_ms")),
+        "expires_at": _timestamps_ms(offsets.column("expires_at_ms")),
+        "as_of": pa.repeat(as_of, offsets.num_rows),
+    })
+    if "expired_at_ms" in columns:
+        columns["expired_at"] = _timestamps_ms(offsets.column("expired_at_ms"))
+    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def _pending_rows(pending: pa.Table, as_of: pa.Scalar) -> pa.Table:
+    schema = arrow_schema("pending_transactions")
+    columns = {name: pending.column(name) for name in pending.column_names}
+    columns.update({"offset": pending.column("committed_offset"),
+                    "commit_timestamp": _timestamps_ms(pending.column("commit_timestamp_ms")),
+                    "as_of": pa.repeat(as_of, pending.num_rows)})
+    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def _timestamps_ms(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Epoch milliseconds as timestamps; null outside the years a timestamp can hold."""
+    values = numbers(ms)
+    ok = mask(pc.is_valid(ms)) & (values >= MIN_MS) & (values <= MAX_MS)
+    return pa.array(np.where(ok, values, 0) * 1000, pa.int64(), mask=~ok).cast(TIMESTAMP)
+
+
+def _member_level(fold: pa.Table, existing: pa.Table) -> pa.Table:
+    """The fold's rows the member-level tables are named from: every member (a group expiry deletes is Empty, so
+    has none), the topic names, and the target assignments and topologies of the groups that exist."""
+    kind = fold.column("kind")
+    keep = pc.is_in(kind, value_set=pa.array(["member", "topic_name"]))
+    kept_groups = pc.is_in(fold.column("group_id"), value_set=existing.column("group_id"))
+    of_existing = pc.and_(pc.is_in(kind, value_set=pa.array(["target", "topology"])), kept_groups)
+    return fold.filter(pc.or_(keep, of_existing))
+
+
+def _group_events(events: pa.Table) -> pa.Table:
+    schema = arrow_schema("group_events")
+    fields = events.column("event").combine_chunks() if events.num_rows else None
+    columns = {"group_id": events.column("group_id"), "coordinator_partition": events.column("coordinator_partition")}
+    for f in FOLD_SCHEMA.field("event").type:
+        columns[f.name] = pc.struct_field(fields, f.name) if fields is not None else pa.nulls(0, f.type)
+    columns["event_timestamp"] = _timestamps_ms(columns["event_timestamp_ms"])
+    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def _quarantine(failed: pa.Table) -> pa.Table:
+    schema = arrow_schema("quarantine")
+    return pa.table([failed.column(f.name).cast(f.type) for f in schema], schema=schema)

@@ -1,0 +1,72 @@
+"""Offsets-topic records in the coordinator's terms: the one vocabulary of the replay.
+
+Every source gives the contract's raw columns (key, value, partition, offset, timestamp, batch metadata when it
+has them); `records` names them as the coordinator speaks of them (coordinator partition, record offset) and
+fills what a source without batch metadata lacks: then no record is transactional and none is a marker.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+RECORD_SCHEMA = pa.schema([
+    ("coordinator_partition", pa.int32()),
+    ("record_offset", pa.int64()),
+    ("record_timestamp", TIMESTAMP),
+    ("key", pa.binary()),
+    ("value", pa.binary()),
+    ("producer_id", pa.int64()),  # NO_PRODUCER (-1): not transactional
+    ("producer_epoch", pa.int16()),
+    ("is_control", pa.bool_()),  # a transaction marker (COMMIT/ABORT), or a malformed control record
+])
+# The raw columns each record column comes from (the contract's input schema).
+_RAW = {"coordinator_partition": "partition", "record_offset": "offset", "record_timestamp": "timestamp"}
+
+
+def records(raw: pa.Table | pa.RecordBatch) -> pa.Table:
+    """The contract's raw columns as RECORD_SCHEMA. A timestamp may be a timestamp (a naive one is UTC) or
+    epoch milliseconds; batch metadata a source lacks is filled in as "not transactional, not a marker"."""
+    raw = raw if isinstance(raw, pa.Table) else pa.Table.from_batches([raw])
+    n = raw.num_rows
+    columns = []
+    for field in RECORD_SCHEMA:
+        name = _RAW.get(field.name, field.name)
+        column = raw.column(name) if name in raw.column_names else None
+        if field.name == "record_timestamp":
+            column = _timestamps(column)
+        elif field.name == "producer_id":
+            column = pa.array(np.full(n, NO_PRODUCER, np.int64)) if column is None else pc.fill_null(
+                column.cast(pa.int64()), NO_PRODUCER)
+        elif field.name == "is_control":
+            column = pa.array(np.zeros(n, bool)) if column is None else pc.fill_null(column, False)
+        elif column is None:
+            column = pa.nulls(n, field.type)
+        columns.append(column.cast(field.type))
+    return pa.table(columns, schema=RECORD_SCHEMA)
+
+
+def _timestamps(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    if pa.types.is_integer(column.type):  # epoch milliseconds
+        return pc.multiply(column.cast(pa.int64()), 1000).cast(TIMESTAMP)
+    if column.type.tz is None:
+        column = pc.assume_timezone(column, "UTC")
+    return column.cast(TIMESTAMP)
+
+
+def mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A boolean column as numpy, null as False."""
+    return np.asarray(pc.fill_null(column, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def numbers(column: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
+    """An integer column as int64 numpy, `fill` where null."""
+    return np.asarray(pc.fill_null(column, fill).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A timestamp column as epoch microseconds (int64 numpy), 0 where null."""
+    return numbers(column.cast(pa.int64()))

@@ -1,0 +1,98 @@
+"""The reduction: a source task's share of the log folded before the replay sees it (spec §7.7).
+
+Almost every record is a plain offset commit, and for those the coordinator's fold ends in "the newest record
+per key wins": so per coordinator partition and key only the newest plain commit is kept, and the newest plain
+tombstone beside it (a tombstone also removes the key's open transactional commits, which a newer commit does
+not: jobs.replay.offsets), each standing for the records it replaced (`records`). Every other record is kept
+whole: group records, transactional commits and markers (their fate is their producer's next marker), records
+that failed the check (the quarantine keeps them all), and records after the cutoff (counted, never replayed).
+
+The fold is associative: a task folds its batches, and `combine` folds tasks' rows the same way, so any runner
+may split the log into any chunks. It is only right when no record is seen twice: jobs.replay.duplicates tells
+when chunks overlap, and the log is then replayed whole instead.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.replay.records import TIMESTAMP, mask
+from offsets_codec.registry import OFFSET_COMMIT_TYPES
+from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
+
+# What the reduction adds to each checked record.
+REDUCED_FIELDS = (("records", pa.int64()), ("newest_timestamp", TIMESTAMP), ("after_as_of", pa.bool_()),
+                  ("reduced", pa.bool_()))
+# A folded row stands for its key's plain records on one side of the cutoff; commits and tombstones apart.
+_FOLD_KEY = ["coordinator_partition", "key", "after_as_of", "tombstone"]
+# Reducible rows held before they are folded: bounds a task's memory by its keys, not by its share of the log.
+FOLD_ROWS = 1 << 20
+
+
+def after(records: pa.Table, cutoff_us: int | None) -> np.ndarray:
+    """Per record: its timestamp is after the cutoff (a record without one never is)."""
+    if cutoff_us is None:
+        return np.zeros(records.num_rows, bool)
+    return mask(pc.greater(records.column("record_timestamp"), pa.scalar(cutoff_us, TIMESTAMP)))
+
+
+def whole(checked: pa.Table, cutoff_us: int | None) -> pa.Table:
+    """Checked records with REDUCED_FIELDS, each standing for itself."""
+    n = checked.num_rows
+    return (checked.append_column("records", pa.array(np.ones(n, np.int64)))
+            .append_column("newest_timestamp", checked.column("record_timestamp"))
+            .append_column("after_as_of", pa.array(after(checked, cutoff_us)))
+            .append_column("reduced", pa.array(np.zeros(n, bool))))
+
+
+def reducible(checked: pa.Table) -> np.ndarray:
+    """Per record: a valid offset commit or tombstone written outside a transaction."""
+    plain = mask(pc.is_in(checked.column("record_type"), value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
+    plain &= mask(pc.is_null(checked.column("error"))) & ~mask(checked.column("is_control"))
+    return plain & mask(pc.equal(checked.column("producer_id"), NO_PRODUCER))
+
+
+def prefold(checked: Iterable[pa.Table], cutoff_us: int | None) -> Iterator[pa.Table]:
+    """A task's checked batches reduced: the rows that are not `reducible` whole, the reducible ones folded (the
+    newest per coordinator partition, key, side of the cutoff and tombstone or not). REDUCED_FIELDS added."""
+    folding: list[pa.Table] = []
+    held = 0
+    for batch in checked:
+        rows = whole(batch, cutoff_us)
+        fold = reducible(batch)
+        if not fold.all():
+            yield rows.filter(pa.array(~fold))
+        if fold.any():
+            folding.append(rows.filter(pa.array(fold)))
+            held += folding[-1].num_rows
+            if held > FOLD_ROWS:
+                folding = [_fold(folding)]
+                held = folding[0].num_rows
+    if folding:
+        yield _fold(folding)
+
+
+def combine(tables: list[pa.Table]) -> pa.Table:
+    """Several tasks' rows (`prefold`) as one task's: the folded rows folded again, the others as they are."""
+    rows = pa.concat_tables(tables)
+    folded = mask(rows.column("reduced"))
+    if not folded.any():
+        return rows
+    return pa.concat_tables([rows.filter(pa.array(~folded)), _fold([rows.filter(pa.array(folded))])])
+
+
+def _fold(tables: list[pa.Table]) -> pa.Table:
+    """One row per _FOLD_KEY: the newest record, standing for all of them."""
+    rows = pa.concat_tables(tables)
+    keyed = rows.append_column("tombstone", rows.column("value").is_null())
+    newest = keyed.group_by(_FOLD_KEY, use_threads=False).aggregate(
+        [("record_offset", "max"), ("records", "sum"), ("newest_timestamp", "max")])
+    newest = newest.select(["coordinator_partition", "record_offset_max", "records_sum", "newest_timestamp_max"]
+                           ).rename_columns(["coordinator_partition", "record_offset", "records", "newest_timestamp"])
+    winners = rows.drop_columns(["records", "newest_timestamp", "reduced"]).join(
+        newest, ["coordinator_partition", "record_offset"], join_type="inner", use_threads=False)
+    winners = winners.append_column("reduced", pa.array(np.ones(winners.num_rows, bool)))
+    return winners.select(rows.column_names)

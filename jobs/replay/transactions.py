@@ -1,0 +1,81 @@
+"""Transactional offset commits (spec §7.2): a commit's fate is its producer's next marker in its partition.
+
+The broker keeps a transactional commit pending per producer until that producer's next marker in the same
+coordinator partition (OffsetMetadataManager.replayEndTransactionMarker): COMMIT applies it, where the marker is
+and unless the committed offset there was written by a newer record; ABORT drops it. So once each commit knows
+its next marker (`next_markers`), the replay needs no ordered fold: the state and the history place each commit
+by its fate (`applied`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.replay.records import mask, numbers
+from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
+
+MARKER_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("record_offset", pa.int64()),
+                           ("producer_id", pa.int64()), ("fate", pa.string())])
+
+
+def markers(checked: pa.Table) -> pa.Table:
+    """The COMMIT and ABORT markers among checked records (MARKER_SCHEMA)."""
+    marker = checked.column("transaction_marker")
+    found = checked.filter(pc.and_(pc.is_in(marker, value_set=pa.array(["COMMIT", "ABORT"])),
+                                   pc.is_null(checked.column("error"))))
+    return pa.table([found.column("coordinator_partition"), found.column("record_offset"),
+                     found.column("producer_id"), found.column("transaction_marker")], schema=MARKER_SCHEMA)
+
+
+def transactional(rows: pa.Table) -> np.ndarray:
+    """Per offset record: a commit written in a transaction (its tombstones apply where they are, like anyone's)."""
+    return mask(pc.not_equal(rows.column("producer_id"), NO_PRODUCER)) & mask(pc.is_valid(rows.column("value")))
+
+
+def next_markers(commits: pa.Table, found: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """Per commit of `commits` (coordinator_partition, record_offset, producer_id): (the fate, the offset) of its
+    producer's next marker among `found` (MARKER_SCHEMA) in its coordinator partition; nulls when there is none
+    after it (its transaction is still open)."""
+    n = commits.num_rows
+    if not found.num_rows or not n:
+        return pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())
+    partition = np.concatenate([numbers(commits.column("coordinator_partition")),
+                                numbers(found.column("coordinator_partition"))])
+    producer = np.concatenate([numbers(commits.column("producer_id")), numbers(found.column("producer_id"))])
+    offset = np.concatenate([numbers(commits.column("record_offset")), numbers(found.column("record_offset"))])
+    is_marker = np.arange(len(offset)) >= n
+    order = np.lexsort((offset, producer, partition))
+    partition, producer, is_marker = partition[order], producer[order], is_marker[order]
+    run = np.concatenate([[0], np.cumsum((np.diff(partition) != 0) | (np.diff(producer) != 0))])
+    # The first marker at or after each position (in sorted order), if it is the same producer's run.
+    position = np.arange(len(order))
+    nearest = np.minimum.accumulate(np.where(is_marker, position, len(order))[::-1])[::-1]
+    same_run = (nearest < len(order)) & (run[np.minimum(nearest, len(order) - 1)] == run)
+    fates = np.asarray(found.column("fate").to_numpy(zero_copy_only=False), dtype=object)
+    positions = numbers(found.column("record_offset"))
+    marker = np.full(len(order), -1)  # per sorted row: its marker's row in `found`, -1 for none
+    marker[same_run] = order[nearest[same_run]] - n
+    by_commit = np.full(n, -1)
+    commit_rows = ~is_marker
+    by_commit[order[commit_rows]] = marker[commit_rows]
+    none = by_commit < 0
+    which = np.maximum(by_commit, 0)  # any row: masked where there is none
+    return pa.array(np.where(none, None, fates[which]), pa.string()), pa.array(positions[which], mask=none)
+
+
+def fates(offset_records: pa.Table, found: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per offset record: (effective: it takes part in "the newest record per key wins", a plain record or
+    tombstone, or a transactional commit whose transaction committed; still open: a transactional commit with
+    no marker after it; the position it applies at: its own offset, or its COMMIT marker's)."""
+    position = numbers(offset_records.column("record_offset")).copy()
+    txn = transactional(offset_records)
+    effective, still_open = ~txn, np.zeros(offset_records.num_rows, bool)
+    if txn.any():
+        which = np.flatnonzero(txn)
+        fate, marker = next_markers(offset_records.take(pa.array(which)), found)
+        committed = mask(pc.equal(fate, "COMMIT"))
+        effective[which[committed]] = True
+        still_open[which[mask(pc.is_null(fate))]] = True
+        position[which[committed]] = numbers(marker)[committed]
+    return effective, still_open, position
