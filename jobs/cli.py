@@ -53,7 +53,7 @@ def _fail(message: str, status: int) -> None:
 
 def _spark_log_hint() -> str:
     """`; Spark's log: PATH` when this process started a local JVM: the log is then kept for the report."""
-    session = sys.modules.get("jobs.session")  # not imported: no Spark was started
+    session = sys.modules.get("jobs.runtime.session")  # not imported: no Spark was started
     path = session.keep_spark_log() if session is not None else None
     return f"; Spark's log: {path}" if path is not None else ""
 
@@ -68,7 +68,7 @@ def cli(debug: bool, quiet: bool) -> None:
         handler.setFormatter(logging.Formatter("offsetlake: %(message)s"))
         log.addHandler(handler)
         log.propagate = False
-    # jobs.session reads DEBUG as "let Spark's own output through" (it goes to a log file otherwise).
+    # jobs.runtime.session reads DEBUG as "let Spark's own output through" (it goes to a log file otherwise).
     log.setLevel(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO)
 
 
@@ -100,6 +100,9 @@ def rebuild_options(fn: Callable) -> Callable:
                      "catalog as NAME.<table> (snapshots as NAME.snapshots_<table>)."),
         click.option("--catalog-dir", type=click.Path(file_okay=False), metavar="DIR", help="Spark's local catalog "
                      "(Derby) when the session has no metastore; default: DIR/_catalog of --output."),
+        click.option("--engine", type=click.Choice(["auto", "local", "spark"]), help="Who runs the replay: a pool "
+                     "of this machine's processes without a JVM (local), Spark's tasks (spark), or local for a local "
+                     "source unless spark-submit or Databricks started the process (auto, the default)."),
         click.option("--keep-runs", type=click.IntRange(min=1), metavar="N", help="After the run, delete the data "
                      "files only versions older than the last N complete runs reference (default: keep every "
                      "version, so time travel to any earlier run works)."),
@@ -131,8 +134,8 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
 
     cfg = RebuildConfig.build(**options)  # every check that needs no Spark, before the pipeline's slow imports
 
-    from jobs.output_lock import OutputLock
-    from jobs.runs import new_run_id
+    from jobs.lake.output_lock import OutputLock
+    from jobs.lake.runs import new_run_id
 
     # One run at a time per output: a second one is refused here, before Spark starts.
     lock = OutputLock.acquire(cfg.output, new_run_id())
@@ -145,27 +148,19 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
 def _rebuild_holding(cfg: Any, lock: Any) -> dict[str, Any]:
     """`run_rebuild` once its lock on the output is held."""
     from jobs.pipeline import run
-    from jobs.session import get_spark, starts_local_jvm
-    from jobs.sources import input_bytes
-    from jobs.sources.early_reduction import EarlyReduction
     from jobs.sources.tasks import task_errors
 
-    size = input_bytes(cfg.source)  # before the JVM starts: a small input gets a JVM that compiles less
-    # A local dump's reduction needs no JVM: it starts now, and runs while the JVM starts.
-    early = EarlyReduction.start(cfg.source, cfg.as_of, cfg.output, starts_local_jvm(), cfg.history, lock.run_id)
-    try:
-        spark = get_spark(cfg.catalog.folder if cfg.catalog else None, size, reduced=early is not None)
-        if cfg.catalog:
-            from jobs.catalog import check_catalog
+    spark = None
+    if cfg.catalog:  # registering needs Spark: its session, checked before any table changes
+        from jobs.lake.catalog import check_catalog
+        from jobs.runtime.session import get_spark
 
-            check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)  # before any table changes
-        with task_errors():  # a failed source task (Kafka, a dump's row group): its one line, not Spark's error
-            summary = run(spark, cfg, size, early, lock)
-    finally:
-        if early is not None:
-            early.close()
+        spark = get_spark(cfg.catalog.folder)
+        check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)
+    with task_errors():  # a failed source task (Kafka, a dump's row group): its one line, not Spark's error
+        summary = run(cfg, lock, spark if cfg.engine == "spark" else None)
     if cfg.catalog:
-        from jobs.catalog import register_catalog
+        from jobs.lake.catalog import register_catalog
 
         try:
             summary["catalog"] = register_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)
@@ -203,8 +198,8 @@ def dump(source: str, output: str, **kafka: Any) -> None:
     target = output_folder(output, new=True)
     check_source(spec, options)
 
-    from jobs.dump import write_dump
-    from jobs.session import get_spark
+    from jobs.tools.dump import write_dump
+    from jobs.runtime.session import get_spark
     from jobs.sources.tasks import task_errors
 
     with task_errors():
@@ -221,7 +216,7 @@ def decode(source: str, limit: int | None) -> None:
     segments also print transaction markers ({"marker":"COMMIT",...}) and damage ({"damage":...}).
     Example: offsetlake decode --source parquet:dump/ --limit 20
     """
-    from jobs.views import decode_lines
+    from jobs.readers.views import decode_lines
 
     for line in decode_lines(source, limit):
         click.echo(line)
@@ -238,7 +233,7 @@ def describe(output: str, group_id: str, view: str | None, verbose: bool) -> Non
 
     Example: offsetlake describe --output tables/ --group my-group --members
     """
-    from jobs.describe import describe_group
+    from jobs.readers.describe import describe_group
 
     out, err = describe_group(Path(output), group_id, view or "offsets", verbose)
     if err:
@@ -254,7 +249,7 @@ def show(output: str, rows: int) -> None:
 
     Example: offsetlake show --output tables/ --rows 3
     """
-    from jobs.views import show_tables
+    from jobs.readers.views import show_tables
 
     click.echo(show_tables(Path(output), rows), nl=False)
 
@@ -274,7 +269,7 @@ def sql(output: str, fmt: str, limit: int | None, query: str) -> None:
     Base64, lists and structs as JSON.
     Example: offsetlake sql --output tables/ "SELECT group_id, sum(lag) AS lag FROM consumer_lag GROUP BY 1"
     """
-    from jobs.sql import csv_chunks, json_lines, query as run_query, table_text
+    from jobs.readers.sql import csv_chunks, json_lines, query as run_query, table_text
 
     reader = run_query(Path(output), query)
     try:
@@ -304,7 +299,7 @@ def reset_offsets(output: str, group_id: str, topic: str | None) -> None:
     Example: offsetlake reset-offsets --output tables/ --group my-group > plan.csv && kafka-consumer-groups.sh
     --bootstrap-server b:9092 --group my-group --reset-offsets --from-file plan.csv --execute
     """
-    from jobs.reset_offsets import reset_plan
+    from jobs.readers.reset_offsets import reset_plan
 
     click.echo(reset_plan(Path(output), group_id, topic), nl=False)
 
@@ -324,7 +319,7 @@ def sample(output: str, records: int, seed: int, end_offsets: str | None, log_di
 
     Example: offsetlake sample --output dump/ --records 100000 --end-offsets end-offsets.txt
     """
-    from jobs.sample import write_sample
+    from jobs.tools.sample import write_sample
 
     stats = write_sample(Path(output), records, seed, Path(end_offsets) if end_offsets else None,
                          Path(log_dir) if log_dir else None)
@@ -352,7 +347,7 @@ def bench(records: int, dump: str | None, work: str, source_format: str, repeat:
 
     output_folder(work, "--work")  # before a dump is generated there
 
-    from jobs.bench import run_bench
+    from jobs.tools.bench import run_bench
 
     click.echo(json.dumps(run_bench(records, Path(dump) if dump else None, Path(work), source_format,
                                     repeat, peer=not no_peer)))
@@ -373,8 +368,8 @@ def demo(workdir: str, records: int) -> None:
 
     base = output_folder(workdir, "--dir")  # before the sample is written there
 
-    from jobs.sample import write_sample
-    from jobs.views import show_tables
+    from jobs.tools.sample import write_sample
+    from jobs.readers.views import show_tables
 
     dump, ends, logs, tables = base / "dump", base / "end-offsets.txt", base / "kafka-logs", base / "tables"
     shutil.rmtree(logs, ignore_errors=True)  # the demo's own folder: a rerun writes it anew

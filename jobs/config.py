@@ -30,6 +30,7 @@ def data_dir(name: str) -> Path:
 CONF_DIR = data_dir("conf")
 CONF_FILE = CONF_DIR / "offsetlake.toml"
 SOURCE_KINDS = ("parquet", "segments", "kafka")
+ENGINES = ("auto", "local", "spark")
 
 
 @lru_cache(maxsize=1)
@@ -193,6 +194,7 @@ class RebuildConfig:
     snapshot: bool = False  # also keep the state tables by as_of in DIR/snapshots/<table>
     catalog: CatalogOptions | None = None  # register the tables in Spark's catalog after the run
     keep_runs: int | None = None  # delete files only versions older than the last N complete runs reference
+    engine: str = "auto"  # who runs the kernel: local, spark, or auto (jobs.engine.choose_runner)
 
     @property
     def retention_ms(self) -> int:
@@ -222,6 +224,7 @@ class RebuildConfig:
         catalog_database: str | None = None,
         catalog_dir: str | None = None,
         keep_runs: int | None = None,
+        engine: str | None = None,
     ) -> "RebuildConfig":
         conf = defaults()["rebuild"]
         retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
@@ -233,6 +236,8 @@ class RebuildConfig:
         window = conf["status_window"] if status_window is None else status_window
         if window < 2:  # Burrow's rules compare commits with each other: one commit shows no progress
             raise BadInput(f"--status-window {window}: must be at least 2 commits")
+        if engine not in (None, *ENGINES):
+            raise BadInput(f"--engine {engine!r}: expected {', '.join(ENGINES)}")
         if keep_runs is not None and keep_runs < 1:
             raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
         topic_ids_path = None
@@ -254,6 +259,7 @@ class RebuildConfig:
             snapshot=snapshot,
             catalog=CatalogOptions.build(catalog_database, catalog_dir, output),
             keep_runs=keep_runs,
+            engine=engine or "auto",
         )
         cfg.check_inputs()
         return cfg

@@ -18,9 +18,9 @@ sys.path.insert(0, str(ROOT))
 
 from jobs.config import RebuildConfig  # noqa: E402
 from jobs.pipeline import run  # noqa: E402
-from jobs.sample import write_sample  # noqa: E402
-from jobs.session import get_spark  # noqa: E402
-from jobs.views import register_tables  # noqa: E402
+from jobs.tools.sample import write_sample  # noqa: E402
+from jobs.runtime.session import get_spark  # noqa: E402
+from jobs.readers.views import register_tables  # noqa: E402
 
 WORK = Path(os.environ.get("OFFSETLAKE_TOUR_DIR", ROOT / "sample" / "tour"))
 spark = get_spark()

@@ -11,7 +11,7 @@ SHARED_TESTDATA = Path(__file__).resolve().parents[1].parent / "shared" / "testd
 
 @pytest.fixture(scope="session")
 def spark():
-    from jobs.session import get_spark
+    from jobs.runtime.session import get_spark
 
     session = get_spark()
     session.conf.set("spark.sql.shuffle.partitions", "2")  # tiny inputs: fewer tasks, faster tests

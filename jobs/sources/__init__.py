@@ -1,4 +1,4 @@
-"""Sources: each turns a SourceSpec into the contract's raw-record frame (see jobs.raw).
+"""Sources: each turns a SourceSpec into the contract's raw-record frame (see jobs.sources.raw).
 
 `check_source` is what can be known about a source before Spark starts; `read_source` reads it with Spark.
 """
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobs.config import KafkaOptions, SourceSpec
-from jobs.raw import normalise
+from jobs.sources.raw import normalise
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -18,9 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from jobs.config import KafkaOptions
 from jobs.errors import BadInput
-from jobs.session import has_jvm_class
+from jobs.runtime.session import has_jvm_class
 from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
 from jobs.sources.tasks import BATCH_ROWS, RAW_FIELDS, RAW_SCHEMA, RecordColumns, task_error, task_logger
 
@@ -53,11 +52,10 @@ def plan_snapshot(cluster: Cluster, topic: str = OFFSETS_TOPIC) -> list[Slice]:
     return [Slice(p, starts[(topic, p)], max(ends[(topic, p)], starts[(topic, p)])) for p in partitions]
 
 
-def read_kafka(spark: SparkSession, bootstrap: str, options: KafkaOptions) -> DataFrame:
-    """The raw-record frame of a snapshot of the cluster's offsets topic, planned now."""
-    cluster = Cluster.open(bootstrap, options, f"--source kafka:{bootstrap}")
-    reader = choose_reader(spark, options.reader)
-    slices = plan_snapshot(cluster)
+def read_kafka(spark: SparkSession, cluster: Cluster, slices: list[Slice], wanted: str = "auto") -> DataFrame:
+    """The raw-record frame of the planned snapshot `slices` of the cluster's offsets topic (`wanted`:
+    --kafka-reader)."""
+    reader = choose_reader(spark, wanted)
     planned = sum(s.records for s in slices)
     log.info("kafka snapshot of %s on %s (%s, %s reader): %d partitions, up to %d records",
              OFFSETS_TOPIC, cluster.bootstrap, cluster.isolation, reader, len(slices), planned)

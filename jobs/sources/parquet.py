@@ -1,17 +1,18 @@
 """A Parquet dump: a file or folder with the columns of Spark's Kafka source.
 
-A local dump is checked before Spark starts (`check_dump`, from the footers, with pyarrow); a dump on a
-remote filesystem (`scheme://...`) can only be listed by Spark, so `read_parquet` checks it there.
+A local dump is checked before anything starts (`check_dump`, from the footers, with pyarrow) and planned as
+tasks of row groups (`plan_dump`), which any worker reads with pyarrow (`read_row_groups`); a dump on a remote
+filesystem (`scheme://...`) can only be listed by Spark, so `read_parquet` checks it there.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterator
 
 from jobs.errors import BadInput
-from jobs.hive import data_files
-from jobs.raw import OPTIONAL, REQUIRED, check_columns
+from jobs.lake.hive import data_files
+from jobs.sources.raw import OPTIONAL, REQUIRED, check_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -21,7 +22,7 @@ _INT32 = 1 << 31
 
 
 def check_dump(location: str) -> str | None:
-    """Every data file of a local dump is Parquet and has the contract's columns (the rules of jobs.raw).
+    """Every data file of a local dump is Parquet and has the contract's columns (the rules of jobs.sources.raw).
 
     Returns the Spark schema (DDL) of the contract's columns when every file agrees on it, so Spark can open
     the dump without a job to infer it (None: a remote dump, or files that differ)."""
@@ -49,6 +50,80 @@ def check_dump(location: str) -> str | None:
         check_columns(types, where)
         seen.add(tuple((name, types[name]) for name in (*REQUIRED, *OPTIONAL) if name in types))
     return ", ".join(f"`{name}` {dtype}" for name, dtype in seen.pop()) if len(seen) == 1 else None
+
+
+# The columns the replay reads (the contract's, and the batch metadata a dump may carry).
+COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
+
+
+def plan_dump(spec: Any, cores: int, task_bytes: int) -> Any:
+    """The dump's row groups spread over tasks of at most about `task_bytes` (compressed), as many as `cores` at
+    least, each with about as many records (a task's work is per record: compression varies with the keys). A
+    remote dump has no tasks: only Spark reads it."""
+    import pyarrow.parquet as pq
+
+    from jobs.sources.plan import SourcePlan, task_count
+
+    if "://" in spec.location:
+        return SourcePlan(spec, None)
+    root = Path(spec.location)
+    files = [(root, {})] if root.is_file() else list(data_files(root))
+    groups: list[tuple[str, int, int, int, dict]] = []  # (file, row group, compressed bytes, records, values)
+    names: set[str] = set()
+    records = 0
+    for path, values in files:
+        meta = pq.ParquetFile(path).metadata
+        names |= set(meta.schema.to_arrow_schema().names) | set(values)
+        records += meta.num_rows
+        groups += [(str(path), i, max(_compressed(meta.row_group(i)), 1), meta.row_group(i).num_rows, values)
+                   for i in range(meta.num_row_groups)]
+    total = sum(size for _, _, size, _, _ in groups)
+    per_task = records / task_count(total, cores, task_bytes)
+    tasks: list[list] = [[]]
+    filled = 0.0
+    for path, group, _, rows, values in groups:
+        if filled >= per_task and tasks[-1]:
+            tasks.append([])
+            filled = 0.0
+        task = tasks[-1]
+        if task and task[-1][0] == path:
+            task[-1][1].append(group)
+        else:
+            task.append((path, [group], values))
+        filled += rows
+    planned = tuple(tuple((p, tuple(g), v) for p, g, v in t) for t in tasks if t)
+    return SourcePlan(spec, planned, dump_bytes(spec.location), columns=tuple(c for c in COLUMNS if c in names))
+
+
+def _compressed(group: Any) -> int:
+    return sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+
+
+def read_row_groups(task: Any, columns: list[str]) -> Iterator[Any]:
+    """A task's row groups (`plan_dump`) read with pyarrow, with the values of their partition folders; a damaged
+    one ends the task with one line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jobs.sources.tasks import task_error
+
+    for path, row_groups, values in task:
+        dump = None
+        present = [c for c in columns if c not in values]
+        for group in row_groups:
+            try:
+                dump = dump or pq.ParquetFile(path)
+                table = dump.read_row_group(group, columns=[c for c in present if c in dump.schema_arrow.names],
+                                            use_threads=False)
+            except (pa.ArrowException, OSError) as e:  # a damaged data page: the user's file, said in one line
+                reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+                raise task_error(BadInput(f"--source parquet: {path}: cannot read row group {group} ({reason})")
+                                 ) from None
+            for name, value in values.items():
+                if name in columns:
+                    table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()).cast(
+                        pa.int64() if value is not None and re.fullmatch(r"-?\d+", value) else pa.string()))
+            yield table
 
 
 def dump_bytes(location: str) -> int:

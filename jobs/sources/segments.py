@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.config import log_dir
 from jobs.errors import BadInput
 from jobs.sources.tasks import BATCH_FIELDS, RAW_FIELDS, RecordColumns, task_error, task_logger
-from jobs.tables import spark_schema
+from jobs.lake.tables import spark_schema
 
 log = logging.getLogger("offsetlake")
 OFFSETS_TOPIC = "__consumer_offsets"

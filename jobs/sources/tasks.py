@@ -31,7 +31,7 @@ RAW_FIELDS = (
     ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
 )
 RAW_SCHEMA = from_arrow_schema(pa.schema(RAW_FIELDS))
-# The batch metadata a source with record batches adds (jobs.raw.OPTIONAL): what transactional replay reads.
+# The batch metadata a source with record batches adds (jobs.sources.raw.OPTIONAL): what transactional replay reads.
 BATCH_FIELDS = (("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),
                 ("is_control", pa.bool_()))
 

@@ -14,8 +14,8 @@ from deltalake import DeltaTable
 from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
 
 from jobs.cli import cli
-from jobs.runs import RUNS_TABLE
-from jobs.tables import TABLES, arrow_schema
+from jobs.lake.runs import RUNS_TABLE
+from jobs.lake.tables import TABLES, arrow_schema
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,7 +83,7 @@ def test_a_small_rebuild_takes_a_bounded_number_of_spark_jobs(rebuilt):
 
 def test_every_contract_table_is_a_delta_table_with_the_contract_schema(rebuilt):
     out, _ = rebuilt
-    # Staged tables and pinned state are gone; _runs records the run (jobs.runs).
+    # Staged tables and pinned state are gone; _runs records the run (jobs.lake.runs).
     assert sorted(p.name for p in out.iterdir()) == sorted([*TABLES, RUNS_TABLE])
     for table in TABLES:
         written = DeltaTable(str(out / table)).to_pyarrow_dataset().schema

@@ -26,10 +26,10 @@ from offsets_log import MINUTE, T0, OffsetsLog, member
 
 from jobs.cli import cli
 from jobs.kill_points import KILL_AT
-from jobs.output_lock import LOCK_FILE, STAGING_DIR
-from jobs.runs import finished_runs, table_folders
-from jobs.tables import TABLES
-from jobs.views import register_tables
+from jobs.lake.output_lock import LOCK_FILE, STAGING_DIR
+from jobs.lake.runs import finished_runs, table_folders
+from jobs.lake.tables import TABLES
+from jobs.readers.views import register_tables
 
 # Moments to kill at, in order, each into the output the previous one left: the source read, the replay's
 # counts computed, every table staged, and two table commits made (committed_offsets and expired_offsets).

@@ -31,7 +31,7 @@ from jobs.sources import read_source
 from jobs.sources.kafka import Slice, read_slice
 from jobs.sources.tasks import task_errors
 from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
-from jobs.tables import TABLES
+from jobs.lake.tables import TABLES
 
 TOPIC_AUTHORIZATION_FAILED, OFFSET_OUT_OF_RANGE, FETCH = 29, 1, 1
 SECRET = "n0t-in-any-0utput"

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from delta_runs import commit_run
 
 from jobs.cli import cli
-from jobs.sql import csv_chunks, json_lines
-from jobs.sql import query as run_query
+from jobs.readers.sql import csv_chunks, json_lines
+from jobs.readers.sql import query as run_query
 
 T = datetime(2026, 11, 1, 8, tzinfo=timezone.utc)
 AS_OF = datetime(2026, 11, 1, 9, 30, 0, 250000, tzinfo=timezone.utc)

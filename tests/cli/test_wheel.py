@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable
 from offsets_log import MINUTE, T0, OffsetsLog, member
 
-from jobs.tables import SNAPSHOT_TABLES, TABLES, snapshot_table
+from jobs.lake.tables import SNAPSHOT_TABLES, TABLES, snapshot_table
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = ["pyproject.toml", "README.md", "jobs", "offsets_codec", "schemas", "conf"]
@@ -43,7 +43,7 @@ except SystemExit as e:
         raise
 import jobs
 from pyspark.sql import SparkSession
-from jobs.catalog import read_properties_file
+from jobs.lake.catalog import read_properties_file
 
 SparkSession.getActiveSession().stop()  # the rebuild's session and its SparkContext are gone
 builder = SparkSession.Builder()  # a new builder: nothing carried over from the rebuild's options

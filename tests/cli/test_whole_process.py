@@ -22,7 +22,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from offsets_log import MINUTE, T0, OffsetsLog, member
 
-from jobs.tables import arrow_schema
+from jobs.lake.tables import arrow_schema
 
 REPO = Path(__file__).resolve().parents[2]
 OFFSETLAKE = Path(sys.executable).with_name("offsetlake")  # the console script

@@ -1,4 +1,4 @@
-"""The class-data archive of the JVMs offsetlake starts (jobs.jvm_archive)."""
+"""The class-data archive of the JVMs offsetlake starts (jobs.runtime.jvm_archive)."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.jvm_archive import ABANDONED_SECONDS, MAGIC, SWITCH, archive_flags, archive_key, archive_path, wait_for_archive
+from jobs.runtime.jvm_archive import ABANDONED_SECONDS, MAGIC, SWITCH, archive_flags, archive_key, archive_path, wait_for_archive
 
 SETTINGS = {"spark.master": "local[*]"}
 

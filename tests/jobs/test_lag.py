@@ -70,7 +70,7 @@ def lag(frames):
 
 
 def test_the_columns_are_the_contracts_in_its_order(lag):
-    from jobs.tables import spark_schema
+    from jobs.lake.tables import spark_schema
 
     assert list(lag[("g", 0)].asDict()) == spark_schema("consumer_lag").fieldNames()
 

@@ -8,7 +8,7 @@ import pytest
 from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
 
 from jobs.pipeline import check_records, rebuild
-from jobs.raw import normalise
+from jobs.sources.raw import normalise
 
 ORDERS = base64.urlsafe_b64encode(bytes(range(1, 17))).decode().rstrip("=")
 PAYMENTS = base64.urlsafe_b64encode(bytes(range(17, 33))).decode().rstrip("=")
@@ -313,13 +313,13 @@ def test_early_access_share_records_are_quarantined_with_a_reason(spark):
 
 
 def _fold(rows: list[tuple]) -> list[dict]:
-    """The fold's output rows (jobs.groups.replay_partition) over an OffsetsLog's group records `rows` (one
+    """The fold's output rows (jobs.replay.groups.replay_partition) over an OffsetsLog's group records `rows` (one
     coordinator partition), without Spark."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from jobs.groups import GROUP_TYPES, replay_partition
+    from jobs.replay.groups import GROUP_TYPES, replay_partition
     from jobs.record_check import verdicts
 
     keys = pa.array([r[0] for r in rows], pa.binary())
@@ -371,7 +371,7 @@ def test_a_group_has_members_exactly_when_it_is_not_empty(join_log):
 
 def test_group_events_follow_rebalances_joins_and_leaves():
     """A classic group's rebalances and its move to Empty; a consumer group's epochs, joins and leaves; each
-    compared with the event before it (jobs.groups, what group_events shows)."""
+    compared with the event before it (jobs.replay.groups, what group_events shows)."""
     log = OffsetsLog()
     a, b = member("a", ["orders"], {"orders": [0]}), member("b", ["orders"], {"orders": [1]})
     log.group("classic", T0, members=[a], generation=1)
@@ -410,8 +410,8 @@ def test_the_member_level_tables_written_without_spark_are_the_ones_spark_writes
     import pyarrow as pa
 
     from jobs.decode import offset_commit_columns
-    from jobs.groups import fold_schema
-    from jobs.tables import arrow_schema
+    from jobs.replay.groups import fold_schema
+    from jobs.lake.tables import arrow_schema
     from jobs.task_groups import NamedFold
 
     log = streams_log()

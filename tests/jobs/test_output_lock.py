@@ -14,8 +14,8 @@ from delta_runs import commit_run
 from deltalake import DeltaTable
 
 from jobs.errors import BadInput
-from jobs.output_lock import LOCK_FILE, STALE_SECONDS, STAGING_DIR, OutputLock
-from jobs.runs import finished_runs, keep_runs, snapshot
+from jobs.lake.output_lock import LOCK_FILE, STALE_SECONDS, STAGING_DIR, OutputLock
+from jobs.lake.runs import finished_runs, keep_runs, snapshot
 
 
 def offsets(committed: int) -> dict[str, list[dict]]:

@@ -266,12 +266,12 @@ def test_the_reduced_log_and_the_commit_history_are_the_same_whichever_reduces_i
     from pyspark.sql import functions as F
 
     from jobs.history import offset_commits, start_history_tasks
-    from jobs.raw import normalise
+    from jobs.sources.raw import normalise
     from jobs.records import log_records
     from jobs.reduce import reduce_log
-    from jobs.sample import write_sample
+    from jobs.tools.sample import write_sample
     from jobs.sources.reduced_dump import DumpTasks, plan_dump
-    from jobs.tables import conform, spark_schema
+    from jobs.lake.tables import conform, spark_schema
 
     write_sample(tmp_path / "dump", 6000, seed=3)
     table = _with_a_whole_key(pq.read_table(tmp_path / "dump"))
@@ -333,7 +333,7 @@ def test_a_run_through_the_tasks_writes_the_tables_spark_alone_writes(spark, tmp
     import jobs.sources.reduced_dump as reduced_dump
     from jobs.config import RebuildConfig
     from jobs.pipeline import run
-    from jobs.sample import write_sample
+    from jobs.tools.sample import write_sample
     from jobs.sources.early_reduction import EarlyReduction
 
     write_sample(tmp_path / "dump", 3000, seed=5, end_offsets=tmp_path / "ends.txt")
@@ -367,7 +367,7 @@ def test_without_history_the_tasks_fold_transactions_and_the_state_is_spark_alon
     import jobs.sources.reduced_dump as reduced_dump
     from jobs.config import RebuildConfig
     from jobs.pipeline import run
-    from jobs.sample import write_sample
+    from jobs.tools.sample import write_sample
     from jobs.sources.early_reduction import EarlyReduction
 
     write_sample(tmp_path / "dump", 3000, seed=5)
@@ -414,15 +414,15 @@ def test_without_history_the_tasks_fold_transactions_and_the_state_is_spark_alon
 def test_the_workers_fold_the_groups_as_spark_folds_the_reduced_log(spark, tmp_path, monkeypatch):
     """The early reduction's workers fold the groups (jobs.sources.reduced_dump.fold_groups, in two shares of the
     coordinator partitions) from the tasks' rows, up to an as_of that leaves group records out, with the group
-    events: Spark's fold of the same reduced log (jobs.groups.replay_groups) gives the same rows. (Without the
+    events: Spark's fold of the same reduced log (jobs.replay.groups.replay_groups) gives the same rows. (Without the
     events, and as of the newest record, the runs through the tasks above compare the tables.)"""
     from pyspark.sql import functions as F
 
     import jobs.sources.reduced_dump as reduced_dump
     from jobs.config import SourceSpec
-    from jobs.groups import GROUP_TYPES, replay_groups
-    from jobs.sample import write_sample
-    from jobs.sink import pinned
+    from jobs.replay.groups import GROUP_TYPES, replay_groups
+    from jobs.tools.sample import write_sample
+    from jobs.lake.sink import pinned
     from jobs.sources.early_reduction import EarlyReduction
     from jobs.sources.reduced_dump import TASK_SPANS, DumpTasks
 

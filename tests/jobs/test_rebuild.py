@@ -11,7 +11,7 @@ from chispa import assert_df_equality
 from offsets_log import DAY, HOUR, MINUTE, T0, WEEK, OffsetsLog, member, utc
 
 from jobs.pipeline import check_records, rebuild
-from jobs.raw import normalise
+from jobs.sources.raw import normalise
 
 
 def rebuild_log(spark, log: OffsetsLog, as_of_ms: int, retention_ms: int = WEEK, end_offsets=None) -> dict:

@@ -7,8 +7,8 @@ from delta_runs import commit_run, write_table
 from deltalake import DeltaTable
 
 from jobs import runs
-from jobs.runs import committed_version, finished_runs, run_id_of, snapshot, spark_user_metadata
-from jobs.tables import TABLES
+from jobs.lake.runs import committed_version, finished_runs, run_id_of, snapshot, spark_user_metadata
+from jobs.lake.tables import TABLES
 
 READ = ("committed_offsets", "consumer_lag", "consumer_groups")
 

@@ -13,8 +13,8 @@ from deltalake import DeltaTable
 
 from jobs.cli import cli
 from jobs.record_check import group_id_of
-from jobs.sample import write_sample
-from jobs.tables import TABLES
+from jobs.tools.sample import write_sample
+from jobs.lake.tables import TABLES
 from offsets_codec import decode_key, decode_value, partition_for
 from offsets_codec.segments import control_marker
 

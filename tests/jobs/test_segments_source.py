@@ -21,7 +21,7 @@ from jobs.cli import cli
 from jobs.config import SourceSpec
 from jobs.errors import BadInput
 from jobs.pipeline import check_records, rebuild
-from jobs.raw import normalise
+from jobs.sources.raw import normalise
 from jobs.sources import read_source, tasks
 from jobs.sources.segments import SegmentPlan, plan_segments, read_partition, read_plan
 from offsets_codec.segment_writer import encode_batch, segment_file_name, write_segment

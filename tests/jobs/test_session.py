@@ -1,11 +1,11 @@
-"""How a JVM offsetlake starts compiles, by the input's size (jobs.session)."""
+"""How a JVM offsetlake starts compiles, by the input's size (jobs.runtime.session)."""
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
 
-from jobs.session import QUICK_COMPILER_BYTES, SMALL_INPUT_BYTES, compile_settings, is_small
+from jobs.runtime.session import QUICK_COMPILER_BYTES, SMALL_INPUT_BYTES, compile_settings, is_small
 
 QUICK = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
 
@@ -49,7 +49,7 @@ def test_the_cores_of_a_local_jvm_are_known_before_it_starts(monkeypatch):
     start a local JVM of its own: it needs the master's cores, and no launcher or running JVM owns the work."""
     import os
 
-    import jobs.session as session
+    import jobs.runtime.session as session
     from pyspark import SparkContext
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.errors import BadInput
-from jobs.raw import normalise
+from jobs.sources.raw import normalise
 from jobs.sources.end_offsets import read_end_offsets
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from jobs.metrics import SparkWork
-from jobs.sink import STAGING_DIR, TableSink
+from jobs.runtime.metrics import SparkWork
+from jobs.lake.sink import STAGING_DIR, TableSink
 from jobs.spark_threads import SparkThreads
-from jobs.tables import spark_schema
+from jobs.lake.tables import spark_schema
 
 
 def test_jobs_started_on_spark_threads_are_counted_as_the_runs(spark):

@@ -105,7 +105,7 @@ def test_every_rule_decides_in_burrows_order(status):
 
 
 def test_the_columns_are_the_contracts(status):
-    from jobs.tables import spark_schema
+    from jobs.lake.tables import spark_schema
 
     assert list(status[("calm", "t", 1)].asDict()) == spark_schema("group_status").fieldNames()
 

@@ -10,7 +10,7 @@ import pyarrow.dataset as pads
 import pytest
 
 from jobs.partial_reduce import PLAIN_FIELDS
-from jobs.tables import arrow_schema
+from jobs.lake.tables import arrow_schema
 from jobs.task_history import KEY_FIELDS, split_keys, write_history
 from offsets_codec import encode_key
 

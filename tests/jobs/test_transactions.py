@@ -10,7 +10,7 @@ from offsets_log import CONTROL_NAMES, DAY, MINUTE, T0, WEEK, OffsetsLog
 from reference_replay import LogEntry, replay_log
 
 from jobs.pipeline import check_records, rebuild
-from jobs.raw import normalise
+from jobs.sources.raw import normalise
 
 AS_OF = T0 + 30 * DAY
 

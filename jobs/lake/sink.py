@@ -1,16 +1,17 @@
 """Delta output: the only writer. One sink, two engines.
 
-Every table is first staged as Parquet by Spark (distributed, schema enforced), and only when all of them
-have been computed is each Delta table replaced. So a run that fails while computing leaves every previous
+A run's runner stages every table as Parquet files in the run's staging area (jobs.engine.Stages), and only when
+all of them are there is each Delta table replaced. So a run that fails while computing leaves every previous
 table as it was, and each replacement is a single Delta commit (readers see the old or the new version).
 
-* delta-rs (`deltalake`), the default: Spark's staged Parquet files become the table's data files as they
-  are (hard-linked into the table folder, then one commit adds them and removes the previous version's), so a
-  table is written once, by Spark, and the driver never reads it.
-* Spark's Delta writer, when `io.delta` is on the classpath (Databricks, `--packages io.delta:...`).
+* delta-rs (`deltalake`), the default: the staged Parquet files become the table's data files as they are
+  (hard-linked into the table folder, then one commit adds them and removes the previous version's), so a
+  table is written once and the driver never reads it.
+* Spark's Delta writer, when `io.delta` is on the classpath of the session the run uses (Databricks,
+  `--packages io.delta:...`).
 
 The set of tables is atomic too: every commit is tagged with the run, and the run is recorded in DIR/_runs
-after its last table (jobs/runs.py), so readers see all tables of one run even if a run is killed midway.
+after its last table (jobs.lake.runs), so readers see all tables of one run even if a run is killed midway.
 
 Snapshots (`rebuild --snapshot`): after the tables, the state tables' rows are also written to
 DIR/snapshots/<table>, partitioned by as_of. Each is one commit that replaces the partition of this as_of
@@ -22,96 +23,42 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from concurrent.futures import Future, wait
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
 
-from jobs.hive import data_files
 from jobs.kill_points import kill_point
-from jobs.output_lock import STAGING_DIR
-from jobs.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, new_run_id, record_run,
-                       spark_user_metadata)
-from jobs.session import has_jvm_class
-from jobs.spark_threads import SparkThreads
-from jobs.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, TABLES, arrow_schema, conform, partition_columns,
-                         snapshot_table, spark_schema)
+from jobs.lake.hive import data_files
+from jobs.lake.output_lock import STAGING_DIR
+from jobs.lake.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, new_run_id, record_run,
+                            spark_user_metadata)
+from jobs.lake.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, TABLES, arrow_schema, conform, partition_columns,
+                              snapshot_table)
 
 log = logging.getLogger("offsetlake")
 DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
-# Tables staged at once (`stage_soon`, jobs.spark_threads).
-STAGING_THREADS = 2
-# Writes a table's Parquet files (its contract's Arrow schema) into the folder it is given, without Spark.
-TableWriter = Callable[[Path], object]
-
-
-def delta_engine(spark: SparkSession) -> str:
-    """`spark` when Spark's Delta writer is available, else `delta-rs`."""
-    return "spark" if has_jvm_class(spark, DELTA_JVM_CLASS) else "delta-rs"
 
 
 def new_staging(output: Path, run_id: str | None = None) -> Path:
     """Run `run_id`'s staging area under `output` (created when something is written there); its name is the
-    run's id (a new one by default), so the next run can tell whose it was (jobs.output_lock.recover)."""
+    run's id (a new one by default), so the next run can tell whose it was (jobs.lake.output_lock.recover)."""
     return output / STAGING_DIR / (run_id or new_run_id())
 
 
-def pinned(staging: Path, name: str) -> Path:
-    """Where state pinned as `name` (TableSink.pin) lives in the staging area `staging`."""
-    return staging / "_state" / name
-
-
 class TableSink:
-    """Stage tables, then replace them all: `stage(name, df)` for each table, then `commit()`."""
+    """Replace the tables staged in `staging` with one commit each, then record the run: `commit()`."""
 
-    def __init__(self, spark: SparkSession, output: Path, engine: str | None = None, snapshots: bool = False,
-                 staging: Path | None = None) -> None:
-        self.spark = spark
+    def __init__(self, output: Path, staging: Path, engine: str = "delta-rs", snapshots: bool = False,
+                 spark: Any = None) -> None:
         self.output = output
-        self.engine = engine or delta_engine(spark)
+        self.staging = staging
+        self.engine = engine  # "delta-rs", or "spark" (Spark's Delta writer, on `spark`)
         self.snapshots = snapshots  # also write the state tables to DIR/snapshots/<table> (--snapshot)
-        self.staging = staging or new_staging(output)  # given: work started before Spark writes there
-        self.rows: dict[str, int] = {}
-        self._soon: dict[str, Future] = {}  # tables given to `stage_soon`
-        self._threads: SparkThreads | None = None
-
-    def stage(self, table: str, df: DataFrame | TableWriter | None) -> None:
-        """Compute `df` now, with the table's contract schema, into the staging area; None: the table is
-        known to be empty (written without Spark: a job costs more than nothing); a TableWriter: it writes the
-        table's files itself."""
-        path = self.staged(table)
-        if table in self.rows:  # pinned as a table already (pin)
-            return
-        if df is None:
-            path.mkdir(parents=True, exist_ok=True)
-            pq.write_table(arrow_schema(table).empty_table(), path / "part-00000.parquet")
-        elif not isinstance(df, DataFrame):
-            df(path)
-        else:
-            self.spark.sparkContext.setJobDescription(f"offsetlake: table {table}")  # names its jobs in Spark's UI
-            # Laid out as the Delta table will be: a partition column lives in folder names, not in the files.
-            # Appended: files a source's tasks wrote for the table are already there (jobs.task_history).
-            conform(df, table).write.mode("append").partitionBy(*partition_columns(table)).parquet(str(path))
-        self.rows[table] = pads.dataset(path, format="parquet").count_rows()  # from footers, cheap
-        log.info("computed %s: %d rows", table, self.rows[table])
-
-    def stage_soon(self, table: str, df: DataFrame | TableWriter | None) -> None:
-        """`stage` on one of the sink's threads (STAGING_THREADS), now or once one is free; `wait` for them."""
-        if table in self.rows or table in self._soon:
-            return
-        if self._threads is None:
-            self._threads = SparkThreads(self.spark, STAGING_THREADS, "offsetlake-stage")
-        self._soon[table] = self._threads.submit(self.stage, table, df)
-
-    def wait(self) -> None:
-        """Wait for every table given to `stage_soon`; the first failure is raised."""
-        for future in self._soon.values():
-            future.result()
+        self.spark = spark
 
     @property
     def run_id(self) -> str:
@@ -122,33 +69,38 @@ class TableSink:
         """The folder a table is staged in: Parquet, partitioned by folders as the Delta table will be."""
         return self.staging / table
 
-    def pin(self, name: str, df: DataFrame) -> DataFrame:
-        """`df` written to the staging area and read back: state that several tables read is computed once,
-        and their plans start from these files instead of the whole replay (Spark plans them in a fraction
-        of the time). Unlike a local checkpoint, the files survive a lost executor; they go with the staging
-        area and are never committed."""
-        if name in TABLES:  # a table that other tables read: staged once, and read back from there
-            self.stage(name, df)
-            return self.spark.read.schema(spark_schema(name)).parquet(str(self.staged(name)))
-        path = self.pinned(name)
-        self.spark.sparkContext.setJobDescription(f"offsetlake: state {name}")
-        df.write.parquet(str(path))
-        return self.spark.read.schema(df.schema).parquet(str(path))  # the schema is known: no footer reads
+    def write(self, table: str, rows: pa.Table) -> None:
+        """Stage rows the driver computed itself (small tables), beside what the runner staged."""
+        folder = self.staged(table)
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(conform(rows, table), folder / f"driver-{len(list(folder.iterdir())):05d}.parquet")
 
-    def pinned(self, name: str) -> Path:
-        """Where `pin(name, ...)` wrote its files."""
-        return pinned(self.staging, name)
+    def rows(self, table: str) -> int:
+        """The staged table's rows (from the files' footers: cheap)."""
+        folder = self.staged(table)
+        return pads.dataset(folder, format="parquet").count_rows() if folder.exists() else 0
 
-    def commit(self, as_of: datetime | None = None, source: str | None = None) -> dict[str, str]:
-        """Replace every staged table (and with snapshots, this as_of's partition of each snapshot table), then
-        record the run (its commit point); returns table -> Delta path."""
+    def head(self, table: str, n: int, columns: list[str]) -> list[dict[str, Any]]:
+        folder = self.staged(table)
+        if not folder.exists():
+            return []
+        return pads.dataset(folder, format="parquet").head(n, columns=columns).to_pylist()
+
+    def commit(self, as_of: datetime | None = None, source: str | None = None, tables: list[str] | None = None
+               ) -> dict[str, str]:
+        """Replace every table of `tables` (default: all; one nothing staged is empty), and with snapshots this
+        as_of's partition of each snapshot table, then record the run (its commit point); returns table -> Delta
+        path."""
         if self.snapshots and as_of is None:
             raise ValueError("snapshots need the run's as_of")
         written, versions = {}, {}
         run_id = self.run_id
+        tables = list(TABLES if tables is None else tables)
+        for table in tables:
+            if not self.staged(table).exists():  # known empty: no files, its schema is in the log
+                self.staged(table).mkdir(parents=True)
         try:
-            # In the contract's order, whatever order they were staged in (a table read by others is staged first).
-            for table in sorted(self.rows, key=lambda t: TABLES.index(t) if t in TABLES else len(TABLES)):
+            for table in tables:
                 target = self.output / table
                 if self.engine == "spark":
                     self._commit_spark(table, target, run_id)
@@ -158,7 +110,7 @@ class TableSink:
                 written[table] = str(target)
                 kill_point(f"committed:{len(written)}")
             for table in (SNAPSHOT_TABLES if self.snapshots else ()):
-                if table not in self.rows:
+                if table not in tables:
                     continue
                 path = snapshot_table(table)
                 target = self.output / path
@@ -176,12 +128,7 @@ class TableSink:
         return written
 
     def discard(self) -> None:
-        """Remove the staging area (after a commit, or after a failure: then once no thread writes there)."""
-        if any(not future.done() for future in self._soon.values()):
-            self.spark.sparkContext.cancelAllJobs()
-            wait(self._soon.values())
-        if self._threads is not None:
-            self._threads.shutdown()
+        """Remove the staging area (after a commit, or after a failure, once no worker writes there)."""
         shutil.rmtree(self.staging, ignore_errors=True)
         parent = self.staging.parent
         if parent.exists() and not any(parent.iterdir()):
@@ -214,6 +161,8 @@ class TableSink:
         return pa.RecordBatchReader.from_batches(schema, (batch.cast(schema) for batch in dataset.to_batches()))
 
     def _commit_spark(self, table: str, target: Path, run_id: str) -> None:
+        from jobs.runtime.spark_types import spark_schema
+
         staged = self.spark.read.schema(spark_schema(table)).parquet(str(self.staged(table)))
         staged.write.format("delta").partitionBy(*partition_columns(table)).mode("overwrite") \
             .option("overwriteSchema", "true") \

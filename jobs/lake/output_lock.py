@@ -134,7 +134,7 @@ def recover(output: Path, run_id: str) -> None:
     """Clean up after runs that died writing `output` (the caller holds its lock, so none is running): their
     staging areas, the files they linked into table folders but never committed, and tables whose newest
     version a dead run committed, restored to the newest version of a complete run."""
-    from jobs.runs import restore_unfinished
+    from jobs.lake.runs import restore_unfinished
 
     staging = output / STAGING_DIR
     dead = [p for p in staging.iterdir() if p.name != run_id] if staging.is_dir() else []
@@ -152,9 +152,9 @@ def recover(output: Path, run_id: str) -> None:
 
 
 def _remove_uncommitted_files(output: Path, run_id: str) -> int:
-    """Data files run `run_id` placed in table folders (jobs.sink names them `<run_id>-...`) that no commit of
+    """Data files run `run_id` placed in table folders (jobs.lake.sink names them `<run_id>-...`) that no commit of
     that run references."""
-    from jobs.runs import committed_by
+    from jobs.lake.runs import committed_by
 
     removed = 0
     for table in output.iterdir():

@@ -94,8 +94,8 @@ def read_properties_file(path: Path) -> dict[str, str]:
 
 def catalog_tables() -> tuple[str, ...]:
     """Every table a rebuild may write, as paths under the output: contract tables, snapshots, _runs."""
-    from jobs.runs import RUNS_TABLE
-    from jobs.tables import known_tables, snapshot_tables
+    from jobs.lake.runs import RUNS_TABLE
+    from jobs.lake.tables import known_tables, snapshot_tables
 
     return (*known_tables(), *snapshot_tables(), RUNS_TABLE)
 
@@ -103,8 +103,8 @@ def catalog_tables() -> tuple[str, ...]:
 def check_catalog(spark: Any, output: Path, database: str, folder: Path | None) -> None:
     """Before a run changes any table: the session has a catalog that outlives it, or a local one can be made,
     and every entry the run would register is absent or offsetlake's own for this output (else BadInput)."""
-    from jobs.sink import delta_engine
-    from jobs.tables import query_name
+    from jobs.lake.sink import delta_engine
+    from jobs.lake.tables import query_name
 
     if folder is None and spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
         raise BadInput(f"--catalog-database {database}: this Spark has no metastore, and --output {output} cannot "
@@ -122,9 +122,9 @@ def check_catalog(spark: Any, output: Path, database: str, folder: Path | None) 
 def register_catalog(spark: Any, output: Path, database: str, folder: Path | None) -> dict[str, Any]:
     """Register every table under `output` (the newest complete run's) as `database.<name>`; returns what
     was registered, for the run summary."""
-    from jobs.runs import snapshot
-    from jobs.sink import delta_engine
-    from jobs.tables import query_name
+    from jobs.lake.runs import snapshot
+    from jobs.lake.sink import delta_engine
+    from jobs.lake.tables import query_name
 
     output = output if is_remote(output) else Path(os.path.abspath(output))
     implementation = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
@@ -206,7 +206,7 @@ def delta_statements(database: str, name: str, path: Path, entry: dict[str, str]
 def view_statements(database: str, name: str, table: str, output: Path, version: int, delta_table: Any,
                     links: Path, files: int, entry: dict[str, str] | None) -> list[str]:
     """A view over the files linked under `links` (the table's `version`), in the table's column order."""
-    from jobs.tables import contract_table, spark_schema
+    from jobs.lake.tables import contract_table, spark_schema
 
     qualified = f"`{database}`.`{name}`"
     partitions = set(delta_table.metadata().partition_columns)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from jobs.errors import BadInput
-from jobs.runs import Snapshot, snapshot
+from jobs.lake.runs import Snapshot, snapshot
 
 READS = ("committed_offsets", "consumer_groups")
 
@@ -50,6 +50,6 @@ def _group_exists(tables: Snapshot, group_id: str) -> bool:
 
 
 def _as_of(run: dict) -> str:
-    from jobs.sql import iso_utc
+    from jobs.readers.sql import iso_utc
 
     return iso_utc(run["as_of"])

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from jobs.errors import BadInput
-from jobs.runs import Snapshot, snapshot
+from jobs.lake.runs import Snapshot, snapshot
 
 READS = ("consumer_groups", "group_members", "group_target_assignments", "committed_offsets", "consumer_lag")
 HISTORY = ("group_events", "group_status")  # absent from outputs written before the history tables existed

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from jobs.tables import utc_micros
+from jobs.lake.tables import utc_micros
 
 RUNS_TABLE = "_runs"
 RUN_ID_KEY = "offsetlake.run_id"
@@ -179,7 +179,7 @@ def committed_by(path: Path, run_id: str) -> bool:
 
 def table_folders(output: Path) -> list[Path]:
     """Every Delta table under `output`: the tables, the snapshot tables and _runs."""
-    from jobs.tables import SNAPSHOTS
+    from jobs.lake.tables import SNAPSHOTS
 
     candidates = [*output.iterdir(), *((output / SNAPSHOTS).iterdir() if (output / SNAPSHOTS).is_dir() else ())]
     return [p for p in candidates if (p / "_delta_log").is_dir()]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config import REPO_ROOT, RebuildConfig
-from jobs.sample import write_log_dir, write_sample
+from jobs.tools.sample import write_log_dir, write_sample
 
 log = logging.getLogger("offsetlake")
 PEER = "prometheus-kafka-consumer-group-exporter==0.5.5"
@@ -101,11 +101,11 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
 
 
 def _with_jvm_archive(command: list[str]) -> Path | None:
-    """This machine's JVM class archive (jobs.jvm_archive), recorded first by an untimed run of `command` when
+    """This machine's JVM class archive (jobs.runtime.jvm_archive), recorded first by an untimed run of `command` when
     there is none: otherwise the first timed rebuild would record it, and the JVM writing it as it exits would
     slow the process timed after it."""
     from jobs.config import defaults
-    from jobs.jvm_archive import enabled, wait_for_archive
+    from jobs.runtime.jvm_archive import enabled, wait_for_archive
 
     if not enabled():
         return None

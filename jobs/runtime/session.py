@@ -22,9 +22,9 @@ from typing import IO, Iterator
 
 from pyspark.sql import SparkSession
 
-from jobs.catalog import local_catalog_settings, metastore_configured
+from jobs.lake.catalog import local_catalog_settings, metastore_configured
 from jobs.config import CONF_DIR, defaults
-from jobs.jvm_archive import archive_flags
+from jobs.runtime.jvm_archive import archive_flags
 
 log = logging.getLogger("offsetlake")
 TASK_LINE = b"offsetlake: "  # how jobs.sources.tasks' executor logger starts a line
@@ -36,7 +36,7 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None, reduc
     """Return the active session (spark-submit, Databricks) or start a local one from conf/.
 
     Settings already given by the launcher win over conf/offsetlake.toml: the builder only fills gaps.
-    `catalog`: a folder for Spark's Hive catalog in an embedded Derby database (jobs.catalog), used when this
+    `catalog`: a folder for Spark's Hive catalog in an embedded Derby database (jobs.lake.catalog), used when this
     process builds the session and the launcher configured no catalog or metastore. `input_bytes`: the size
     of the input this process will read, when known (jobs.sources.input_bytes), and `reduced`: whether it is
     reduced before the JVM reads it (jobs.sources.early_reduction): they decide how a JVM this process starts
@@ -59,7 +59,7 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None, reduc
     jvm_flags, compiling = compile_settings(input_bytes, reduced) if starts_jvm else ([], {})
     settings = {**defaults()["spark"], **compiling}
     log4j = CONF_DIR / "log4j2.properties"
-    if starts_jvm:  # Spark's classes from this machine's class-data archive (jobs.jvm_archive)
+    if starts_jvm:  # Spark's classes from this machine's class-data archive (jobs.runtime.jvm_archive)
         jvm_flags += archive_flags(settings)
     settings["spark.driver.extraJavaOptions"] = " ".join([f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_flags])
     local_catalog = catalog is not None and not metastore_configured(launcher_conf)

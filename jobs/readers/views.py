@@ -10,7 +10,7 @@ import pyarrow.dataset as pads
 
 from jobs.config import SourceSpec
 from jobs.errors import BadInput
-from jobs.tables import TABLES, known_tables
+from jobs.lake.tables import TABLES, known_tables
 from offsets_codec import DecodeError, to_kafka_json
 from offsets_codec.segments import control_marker
 
@@ -93,7 +93,7 @@ def _b64(data: bytes | None) -> str | None:
 
 def show_tables(output: Path, rows: int) -> str:
     """Each table's path, row count and first rows (of the newest complete run), as plain text."""
-    from jobs.runs import snapshot
+    from jobs.lake.runs import snapshot
 
     tables = snapshot(output, known_tables())
     lines = [run_line(tables.run)] if tables.run else []
@@ -112,7 +112,7 @@ def show_tables(output: Path, rows: int) -> str:
 
 def run_line(run: dict) -> str:
     """One line naming a recorded run (a row of DIR/_runs)."""
-    from jobs.sql import iso_utc
+    from jobs.readers.sql import iso_utc
 
     as_of = iso_utc(run["as_of"]) if run["as_of"] else "-"
     finished = iso_utc(run["finished_at"].replace(microsecond=0))
@@ -137,10 +137,10 @@ def register_tables(spark, output: Path, prefix: str = "") -> list[str]:
     (`versionAsOf`) when Delta is on the classpath, otherwise from the files of that version as delta-rs
     lists them (so a replaced table never shows its old files), a partition's files with its value.
     """
-    from jobs.runs import snapshot
-    from jobs.session import has_jvm_class
-    from jobs.sink import DELTA_JVM_CLASS
-    from jobs.tables import query_name, snapshot_tables
+    from jobs.lake.runs import snapshot
+    from jobs.runtime.session import has_jvm_class
+    from jobs.lake.sink import DELTA_JVM_CLASS
+    from jobs.lake.tables import query_name, snapshot_tables
 
     native = has_jvm_class(spark, DELTA_JVM_CLASS)
     tables = snapshot(output, (*known_tables(), *snapshot_tables()))
@@ -166,7 +166,7 @@ def _version_frame(spark, table: str, delta_table):
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from jobs.tables import contract_table, spark_schema
+    from jobs.lake.tables import contract_table, spark_schema
 
     schema = spark_schema(contract_table(table))
     partitions = delta_table.metadata().partition_columns

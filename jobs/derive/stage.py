@@ -1,0 +1,46 @@
+"""What each coordinator partition's replayed state becomes once the run knows what spans partitions: topic
+names (gathered from every partition) and end offsets (a file, the history of earlier runs, or a live fetch made
+after the replay): its members named, its lag, and Burrow's verdict on its offsets."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterator
+
+import pyarrow as pa
+
+from jobs.derive.end_offsets import Snapshots
+from jobs.derive.lag import consumer_lag
+from jobs.derive.members import member_tables
+from jobs.derive.status import group_status
+from jobs.lake.tables import arrow_schema
+
+# The replay's outputs each partition's derivation reads (jobs.replay.partition.OUTPUTS).
+INPUTS = ("committed_offsets", "fold", "commit_windows", "consume_rates")
+OUTPUTS = {t: arrow_schema(t) for t in ("group_members", "group_target_assignments", "streams_topologies",
+                                        "consumer_lag", "group_status")}
+
+
+@dataclass(frozen=True)
+class DeriveSettings:
+    as_of: datetime
+    names: dict[str, str]  # topic id -> name (jobs.derive.members.topic_names)
+    lag: Snapshots | None  # the end offsets lag subtracts; None: no end offsets, no lag
+    # Live end offsets are fetched after as_of: lag then reads them unfiltered, at each offset's as_of.
+    lag_as_of: datetime | None
+    status: Snapshots | None  # the end offsets Burrow's rules read (None: no lag is known)
+    history: bool = True  # group_status (and consume rates) need the commit history
+    status_window: int = 10
+    rate_window_ms: int = 15 * 60_000
+
+
+def derive_partition(inputs: dict[str, pa.Table], settings: DeriveSettings) -> Iterator[tuple[str, pa.Table]]:
+    """(output name, table) of one coordinator partition's replay outputs INPUTS."""
+    yield from member_tables(inputs["fold"], settings.names, settings.as_of).items()
+    if settings.lag is not None:
+        rates = inputs.get("consume_rates") if settings.history and settings.lag_as_of is not None else None
+        yield "consumer_lag", consumer_lag(inputs["committed_offsets"], settings.lag, settings.lag_as_of, rates,
+                                           settings.rate_window_ms)
+    if settings.history:
+        yield "group_status", group_status(inputs["commit_windows"], settings.status, settings.as_of,
+                                           settings.status_window)

@@ -1,0 +1,111 @@
+"""Who runs the kernel (jobs.replay, jobs.derive): a pool of local processes or Spark, chosen in one place
+(`choose_runner`). The rules are the same functions either way; a runner only moves data between them.
+
+Both runners keep a run's outputs in its staging area, laid out by `Stages`: a contract table in the sink's
+staging folder for it (jobs.lake.sink commits it from there), anything else under _state/<stage>/<name>.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from jobs.lake.tables import TABLES
+from jobs.replay.records import numbers
+
+log = logging.getLogger("offsetlake")
+NULL_GROUP = 0  # the group of records without a coordinator partition (all quarantined)
+STATE = "_state"
+
+
+@dataclass(frozen=True)
+class Stages:
+    """A run's outputs in its staging area: `schemas` gives each output's schema, `groups` how many groups of
+    coordinator partitions the passes after the source's are split into."""
+
+    staging: Path
+    schemas: dict[str, pa.Schema]
+    groups: int
+
+    def is_table(self, name: str) -> bool:
+        return name in TABLES
+
+    def folder(self, stage: str, name: str) -> Path:
+        return self.staging / name if self.is_table(name) else self.staging / STATE / stage / name
+
+    def read(self, stage: str, name: str, columns: list[str] | None = None, filter: Any = None) -> pa.Table:
+        """All of an output (on the driver: only what is small), or its `columns`, rows matching `filter`."""
+        return _dataset(self.folder(stage, name), self.schemas[name]).to_table(columns=columns, filter=filter)
+
+    def clear(self, stage: str, outputs: dict[str, pa.Schema]) -> None:
+        """Remove what `stage` wrote (to run it again)."""
+        for name in outputs:
+            shutil.rmtree(self.folder(stage, name), ignore_errors=True)
+
+    def read_group(self, stage: str, name: str, group: int) -> pa.Table:
+        """The rows of one group of coordinator partitions (the local runner's files of that group)."""
+        folder = self.folder(stage, name)
+        files = sorted((folder / f"g{group:05d}").glob("*.parquet")) if name == "log" else \
+            sorted(folder.glob(f"g{group:05d}*.parquet"))
+        return _dataset(files, self.schemas[name]).to_table()
+
+
+def _dataset(where: Path | list[Path], schema: pa.Schema) -> pads.Dataset:
+    """Parquet files as a dataset of `schema` (an empty one where nothing was written)."""
+    if isinstance(where, Path):
+        if not where.exists():
+            return pads.dataset(schema.empty_table())
+        return pads.dataset(where, schema=schema, format="parquet", partitioning="hive")
+    if not where:
+        return pads.dataset(schema.empty_table())
+    return pads.dataset([str(p) for p in where], schema=schema, format="parquet")
+
+
+def group_of(partition: pa.ChunkedArray | pa.Array, groups: int) -> np.ndarray:
+    """Per row: the group of its coordinator partition (NULL_GROUP for none)."""
+    found = numbers(partition, -1)
+    return np.where(found >= 0, found % groups, NULL_GROUP)
+
+
+def choose_runner(cfg: Any, spark: Any = None) -> Any:
+    """The runner of a rebuild, decided here and nowhere else (--engine):
+    * `local`: a pool of this machine's processes, no JVM; it reads local sources only;
+    * `spark`: Spark's tasks, on whatever cluster the session runs (spark-submit, Databricks, a notebook);
+    * `auto` (the default): Spark when a launcher started this process (spark-submit, Databricks, Spark
+      Connect), when a session is handed over (`spark`), or when the source is on a remote filesystem; the
+      local pool otherwise (a command line on a laptop, a CI box, a scheduler's container)."""
+    engine = cfg.engine
+    if engine == "auto":
+        engine = "spark" if spark is not None or launched_by_spark() or not is_local(cfg.source) else "local"
+    if engine == "local":
+        if not is_local(cfg.source):
+            from jobs.errors import BadInput
+
+            raise BadInput(f"--engine local: --source {cfg.source} is not on this machine (use --engine spark)")
+        from jobs.engine.local import LocalRunner
+
+        return LocalRunner(local_cores())
+    from jobs.engine.spark import SparkRunner
+
+    return SparkRunner(spark, cfg)
+
+
+def launched_by_spark() -> bool:
+    """spark-submit (its JVM started this Python), Databricks or a Spark Connect client."""
+    return any(k in os.environ for k in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "DATABRICKS_RUNTIME_VERSION"))
+
+
+def is_local(source: Any) -> bool:
+    """Every record of `source` can be read by a process of this machine."""
+    return not (source.kind == "parquet" and "://" in source.location)
+
+
+def local_cores() -> int:
+    return len(os.sched_getaffinity(0))

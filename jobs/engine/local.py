@@ -1,0 +1,197 @@
+"""The local runner: the kernel run by worker processes of this one, without a JVM.
+
+Workers are forked at the start, so they inherit this process's imports and nothing else. A run is three
+passes over files in the run's staging area (jobs.engine.Stages lays them out):
+1. each source task (jobs.sources.plan) read, checked and reduced (jobs.replay.chunk); its log rows are written
+   by group of coordinator partitions, the group being the partition modulo the run's `groups`;
+2. each group's log replayed, partition by partition (jobs.replay.partition);
+3. each group's replayed state derived (jobs.derive.stage).
+A group is one task of passes 2 and 3, so a partition's rows meet in one process, as in Spark's grouping.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import multiprocessing
+import signal
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from jobs.engine import Stages, group_of
+from jobs.lake.tables import conform, partition_columns
+
+log = logging.getLogger("offsetlake")
+ChunkKernel = Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]]
+PartitionKernel = Callable[[dict[str, pa.Table]], Iterator[tuple[str, pa.Table]]]
+
+
+class LocalRunner:
+    """Runs the kernel's passes on a pool of `cores` worker processes."""
+
+    name = "local"
+    spark = None
+
+    def __init__(self, cores: int) -> None:
+        self.cores = cores
+        self.stages: Stages | None = None
+        self._pool: Any = None
+
+    def groups(self, plan: Any) -> int:
+        """Groups of coordinator partitions: a few per worker, so a large partition does not leave the others
+        idle, and few enough that a table is a few files."""
+        return 2 * self.cores
+
+    def attach(self, stages: Stages) -> None:
+        """Start the workers, for a run whose outputs `stages` lays out."""
+        self.stages = stages
+        self._pool = multiprocessing.get_context("fork").Pool(self.cores, _start_worker)
+
+    def delta_engine(self) -> str:
+        return "delta-rs"
+
+    def work(self) -> dict[str, int]:
+        """The peak memory of this process and of its largest worker."""
+        import resource
+
+        return {"driver_python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                "worker_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024}
+
+    def read_source(self, plan: Any, kernel: ChunkKernel, outputs: dict[str, pa.Schema]) -> None:
+        """Pass 1: every task of `plan` through `kernel`."""
+        jobs = [self._pool.apply_async(_chunk_task, (plan, task, index, kernel, outputs, self.stages))
+                for index, task in enumerate(plan.tasks)]
+        for job in jobs:
+            job.get()
+
+    def by_partition(self, stage: str, inputs: dict[str, str], kernel: PartitionKernel,
+                     outputs: dict[str, pa.Schema]) -> None:
+        """Pass 2 or 3: each group's rows of `inputs` (output name -> the stage that wrote it), partition by
+        partition, through `kernel`; its outputs written as stage `stage`'s."""
+        jobs = [self._pool.apply_async(_partition_task, (stage, group, inputs, kernel, outputs, self.stages))
+                for group in range(self.stages.groups)]
+        for job in jobs:
+            job.get()
+
+    def close(self) -> None:
+        """Stop the workers (finished, or the run failed: they must not write into a staging area it removes)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+
+def _start_worker() -> None:
+    """Ctrl-C reaches the whole process group: the run stops its workers itself (`close`), without their
+    tracebacks. And a worker keeps the memory it frees (`keep_freed_memory`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_freed_memory()
+
+
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+
+
+def keep_freed_memory() -> None:
+    """Have glibc's malloc keep the memory this process frees for its next allocations: by default it unmaps
+    every large block when freed, so each numpy temporary of a batch is fresh memory again, paid for in page
+    faults (docs/performance.md). Elsewhere than glibc this does nothing."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return
+    for parameter, value in ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 1 << 30), (_M_TOP_PAD, 64 << 20)):
+        mallopt(parameter, value)
+
+
+class _Writers:
+    """A task's outputs, each written as it comes: a table in the table's layout, the log by group."""
+
+    def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
+        self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs
+        self._open: dict[str, Any] = {}
+        self._written = 0
+
+    def write(self, name: str, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        schema = self.outputs[name]
+        table = conform(table, name) if self.stages.is_table(name) else table.select(schema.names).cast(schema)
+        if name == "log":  # by group of coordinator partitions, for the pass that replays them
+            group = group_of(table.column("coordinator_partition"), self.stages.groups)
+            for g in np.unique(group):
+                self._file(f"log/g{g:05d}", schema).write_table(table.filter(pa.array(group == g)))
+        elif partition_columns(name):  # a table partitioned by folders (offset_commits: by day)
+            self._written += 1
+            _write_partitioned(table, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
+        else:
+            self._file(name, schema).write_table(table)
+
+    def _file(self, name: str, schema: pa.Schema) -> Any:
+        import pyarrow.parquet as pq
+
+        if name not in self._open:
+            kind = name.split("/")[0]
+            folder = self.stages.folder(self.stage, kind) / name[len(kind) + 1:] if "/" in name else \
+                self.stages.folder(self.stage, name)
+            folder.mkdir(parents=True, exist_ok=True)
+            self._open[name] = pq.ParquetWriter(folder / f"{self.part}.parquet", schema)
+        return self._open[name]
+
+    def close(self) -> None:
+        for writer in self._open.values():
+            writer.close()
+
+
+def _write_partitioned(table: pa.Table, folder: Path, basename: str, name: str) -> None:
+    columns = partition_columns(name)
+    partitioning = pads.partitioning(pa.schema([table.schema.field(c) for c in columns]), flavor="hive")
+    days = len(pc.unique(table.column(columns[0])))
+    options = pads.ParquetFileFormat().make_write_options(
+        use_dictionary=[f.name for f in table.schema if pa.types.is_string(f.type)])
+    pads.write_dataset(table, folder, format="parquet", basename_template=f"{basename}-{{i}}.parquet",
+                       partitioning=partitioning, existing_data_behavior="overwrite_or_ignore",
+                       max_partitions=days + 1, use_threads=False, file_options=options)
+
+
+def _chunk_task(plan: Any, task: Any, index: int, kernel: ChunkKernel, outputs: dict[str, pa.Schema],
+                stages: Stages) -> None:
+    writers = _Writers(stages, "chunks", f"t{index:05d}", outputs)
+    try:
+        for name, table in kernel(plan.read(task)):
+            writers.write(name, table)
+    finally:
+        writers.close()
+
+
+def _partition_task(stage: str, group: int, inputs: dict[str, str], kernel: PartitionKernel,
+                    outputs: dict[str, pa.Schema], stages: Stages) -> None:
+    tables = {name: stages.read_group(source, name, group) for name, source in inputs.items()}
+    writers = _Writers(stages, stage, f"g{group:05d}", outputs)
+    try:
+        for partition in _partitions(tables):
+            mine = {name: _rows_of(table, partition) for name, table in tables.items()}
+            for name, table in kernel(mine):
+                writers.write(name, table)
+    finally:
+        writers.close()
+
+
+def _partitions(tables: dict[str, pa.Table]) -> list[int | None]:
+    """The coordinator partitions the tables hold rows of (None: rows without one), in order."""
+    found: set = set()
+    for table in tables.values():
+        found |= set(pc.unique(table.column("coordinator_partition")).to_pylist())
+    return sorted(found, key=lambda p: (p is None, p if p is not None else 0))
+
+
+def _rows_of(table: pa.Table, partition: int | None) -> pa.Table:
+    column = table.column("coordinator_partition")
+    return table.filter(pc.is_null(column) if partition is None else pc.equal(column, partition))
+

@@ -1,0 +1,1 @@
+"""Where Spark runs: the only SparkSession builder, its JVM settings, and the figures of its work."""

@@ -1,0 +1,94 @@
+"""A source planned on the driver, before any record is read: its tasks, each a picklable description of a share
+of the log that any worker reads into raw Arrow batches (the contract's columns), and, for Spark, the same
+records as one frame.
+
+* a Parquet dump: row groups spread over tasks of about TASK_BYTES (jobs.sources.parquet); Spark reads it with
+  its own Parquet reader;
+* log segments: one task per coordinator partition, its segments in base-offset order (jobs.sources.segments);
+* a live cluster: one task per offsets-topic partition, [log start, end) captured now (jobs.sources.kafka).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator
+
+from jobs.config import KafkaOptions, SourceSpec
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+# Compressed bytes of a dump's row groups per task, at most (as many tasks as cores at least).
+TASK_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    spec: SourceSpec
+    tasks: tuple[Any, ...]  # None: only Spark can read it (a dump on a remote filesystem)
+    size: int | None = None  # bytes, when known before reading
+    ignored: tuple[Any, ...] = field(default=())  # segments: files and folders not read (segment_errors rows)
+    columns: tuple[str, ...] = ()  # a dump: the contract's columns it has
+    kafka: Any = None  # a live cluster's resolved connection (jobs.sources.kafka_client.Cluster)
+
+    @property
+    def local(self) -> bool:
+        """Every task can be read by a process of this machine."""
+        return self.tasks is not None
+
+    def read(self, task: Any) -> Iterator[pa.Table]:
+        """One task's raw batches (a segments task adds its damage as rows with a `problem`)."""
+        if self.spec.kind == "parquet":
+            from jobs.sources.parquet import read_row_groups
+
+            return read_row_groups(task, list(self.columns))
+        if self.spec.kind == "segments":
+            from jobs.sources.segments import read_partition
+
+            return read_partition(task)
+        from jobs.sources.kafka import read_slice
+        from jobs.sources.kafka_client import OFFSETS_TOPIC
+
+        return read_slice(self.kafka, OFFSETS_TOPIC, task)
+
+    def frame(self, spark: SparkSession) -> DataFrame:
+        """The raw records as one Spark frame (the contract's columns; a segments frame has a `problem` column)."""
+        if self.spec.kind == "parquet":
+            from jobs.sources.raw import normalise
+            from jobs.sources.parquet import read_parquet
+
+            return normalise(read_parquet(spark, self.spec.location), str(self.spec))
+        if self.spec.kind == "segments":
+            from jobs.sources.segments import read_partitions
+
+            return read_partitions(spark, list(self.tasks))
+        from jobs.sources.raw import normalise
+        from jobs.sources.kafka import read_kafka
+
+        return normalise(read_kafka(spark, self.kafka, list(self.tasks)), str(self.spec))
+
+
+def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int) -> SourcePlan:
+    """Plan `spec` for `cores` workers (no Spark)."""
+    if spec.kind == "parquet":
+        from jobs.sources.parquet import plan_dump
+
+        return plan_dump(spec, cores, TASK_BYTES)
+    if spec.kind == "segments":
+        from jobs.sources.segments import plan_segments
+
+        plan = plan_segments(spec.location)
+        todo = tuple(p for p in plan.partitions if p.segments)
+        return SourcePlan(spec, todo, sum(p.size for p in todo), tuple(plan.ignored))
+    from jobs.sources.kafka import plan_snapshot
+    from jobs.sources.kafka_client import Cluster
+
+    cluster = Cluster.open(spec.location, kafka, f"--source {spec}")
+    slices = tuple(s for s in plan_snapshot(cluster) if s.records)
+    return SourcePlan(spec, slices, None, kafka=cluster)
+
+
+def task_count(records: int, cores: int, per_task: int) -> int:
+    """Tasks for `records` of work at `per_task` each: a multiple of `cores`, at least `cores`."""
+    return max(cores, math.ceil(records / per_task / cores) * cores)
