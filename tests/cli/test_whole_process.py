@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,13 @@ def one_line_error(result: subprocess.CompletedProcess, spark_home: Path, *fragm
         assert fragment in lines[0], lines[0]
     assert result.stdout == ""
     return lines[0]
+
+
+def closed_port() -> int:
+    """A local port nothing listens on: bound, read, and closed again."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:
@@ -146,6 +154,8 @@ REBUILD_CASES: dict[str, tuple[Callable[[Path], list[str]], list[str]]] = {
     "cluster address": (lambda d: ["--source", "kafka:broker-without-port"], ["expected HOST:PORT"]),
     "missing client properties": (lambda d: ["--source", "kafka:b:9092", "--kafka-config", f"{d}/nope.properties"],
                                   ["--kafka-config", "no such file"]),
+    "unreachable cluster": (lambda d: ["--source", f"kafka:127.0.0.1:{closed_port()}", "--kafka-timeout", "2"],
+                            ["cannot reach the brokers: no answer within 2s"]),
     "bad as-of": (lambda d: ["--source", f"parquet:{d}/dump", "--as-of", "yesterday"], ["--as-of 'yesterday'"]),
     "zero retention": (lambda d: ["--source", f"parquet:{d}/dump", "--retention-minutes", "0"],
                        ["--retention-minutes"]),
