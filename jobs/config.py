@@ -265,14 +265,15 @@ class RebuildConfig:
         return cfg
 
     def check_inputs(self) -> None:
-        """Read what the arguments point at, as far as that needs no Spark: the source (a dump's footers, a log
-        dir's partition folders, a cluster's settings), the end offsets and the topic ids."""
+        """Read what the arguments point at, as far as that needs no Spark: the end offsets, the topic ids and
+        the source (a dump's footers, a log dir's partition folders, a cluster's answer: last, as it may wait
+        up to --kafka-timeout)."""
         from jobs.sources import check_source  # the sources import this module
         from jobs.sources.end_offsets import check_end_offsets
         from jobs.sources.topic_ids import read_topic_ids
 
-        check_source(self.source, self.kafka)
         if self.end_offsets is not None:
             check_end_offsets(self.end_offsets, self.source, self.kafka)
         if self.topic_ids is not None:
             read_topic_ids(self.topic_ids)
+        check_source(self.source, self.kafka)

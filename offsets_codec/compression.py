@@ -213,7 +213,7 @@ def _lz4_frame_decode(cramjam: ModuleType, data: bytes | bytearray | memoryview,
         raise CompressionError("lz4: frame descriptor checksum mismatch")
     pos += 1
     block_checksum = flg & _FLG_BLOCK_CHECKSUM
-    scratch = bytearray(max_block)
+    scratch = bytearray()  # grown to the blocks met, not to the maximum the descriptor claims
     out: list[bytes] = []
     while True:
         if end - pos < 4:
@@ -237,6 +237,11 @@ def _lz4_frame_decode(cramjam: ModuleType, data: bytes | bytearray | memoryview,
         if word & _INCOMPRESSIBLE:
             out.append(bytes(block))
         else:
+            # An lz4 block expands at most 255-fold (each extra length byte adds 255), so a block of
+            # ``size`` bytes never needs more room than this, whatever maximum the frame declares.
+            need = min(max_block, 255 * size + 64)
+            if len(scratch) < need:
+                scratch = bytearray(need)
             # decompress_block pads its result to output_len; the _into form says how much it wrote.
             n = cramjam.lz4.decompress_block_into(block, scratch)
             out.append(bytes(scratch[:n]))

@@ -35,7 +35,8 @@ class SourceRead:
 
 def check_source(source: SourceSpec, kafka: KafkaOptions | None = None) -> None:
     """BadInput for what is wrong with `source` without starting Spark: a local dump's files and columns, a
-    log dir without partition folders, a cluster's address or client settings (no connection is made)."""
+    log dir without partition folders, a cluster's address, client settings, and whether it answers with the
+    offsets topic (one metadata request, bounded by --kafka-timeout)."""
     if source.kind == "parquet":
         from jobs.sources.parquet import check_dump
 
@@ -45,9 +46,12 @@ def check_source(source: SourceSpec, kafka: KafkaOptions | None = None) -> None:
 
         plan_segments(source.location)
     else:
-        from jobs.sources.kafka_client import Cluster
+        from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
 
-        Cluster.open(source.location, kafka or KafkaOptions(), f"--source kafka:{source.location}")
+        cluster = Cluster.open(source.location, kafka or KafkaOptions(), f"--source kafka:{source.location}")
+        # Asked now, so an unreachable cluster fails within --kafka-timeout, not after the JVM has started too
+        # (the snapshot itself is planned when reading).
+        cluster.partitions(cluster.admin(), OFFSETS_TOPIC)
 
 
 def input_bytes(source: SourceSpec) -> int | None:

@@ -12,20 +12,23 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from jobs.errors import BadInput
 from jobs.lake.hive import data_files
-from jobs.sources.raw import OPTIONAL, REQUIRED, check_columns
+from jobs.sources.raw import OPTIONAL, REQUIRED, column_problem
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 _INT32 = 1 << 31
+BAD_FILES_NAMED = 20  # files named in check_dump's one line; the rest are counted
 
 
 def check_dump(location: str) -> str | None:
     """Every data file of a local dump is Parquet and has the contract's columns (the rules of jobs.sources.raw).
 
-    Returns the Spark schema (DDL) of the contract's columns when every file agrees on it, so Spark can open
-    the dump without a job to infer it (None: a remote dump, or files that differ)."""
+    Every file is checked, so one error names all the files that are not usable, each with its reason
+    (the first BAD_FILES_NAMED of them: the error stays one line). Returns the Spark schema (DDL) of the
+    contract's columns when every file agrees on it, so Spark can open the dump without a job to infer it
+    (None: a remote dump, or files that differ)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -40,15 +43,26 @@ def check_dump(location: str) -> str | None:
     if not files:
         raise BadInput(f"--source parquet:{location}: no Parquet files in this folder")
     seen = set()
+    bad: list[str] = []
     for path, partition_columns in files:
-        where = f"--source parquet:{location}" + ("" if path == root else f": {path.relative_to(root)}")
         try:
             schema = pq.read_schema(path)
         except (pa.ArrowException, OSError) as e:  # ArrowInvalid: no Parquet magic bytes, a cut-off footer
-            raise BadInput(f"{where}: cannot read Parquet ({str(e).strip().splitlines()[0][:200]})") from None
-        types = {**{f.name: spark_type(f.type) for f in schema}, **partition_columns}
-        check_columns(types, where)
-        seen.add(tuple((name, types[name]) for name in (*REQUIRED, *OPTIONAL) if name in types))
+            problem = f"cannot read Parquet: {(str(e).strip().splitlines() or [type(e).__name__])[0][:200]}"
+        else:
+            types = {**{f.name: spark_type(f.type) for f in schema}, **partition_columns}
+            problem = column_problem(types)
+            if problem is None:
+                seen.add(tuple((name, types[name]) for name in (*REQUIRED, *OPTIONAL) if name in types))
+                continue
+        if path == root:
+            raise BadInput(f"--source parquet:{location}: {problem}")
+        bad.append(f"{path.relative_to(root)} ({problem[:300]})")
+    if bad:
+        named = "; ".join(bad[:BAD_FILES_NAMED]) + (f"; and {len(bad) - BAD_FILES_NAMED} more"
+                                                      if len(bad) > BAD_FILES_NAMED else "")
+        raise BadInput(f"--source parquet:{location}: {len(bad)} of {len(files)} files "
+                       f"{'is' if len(bad) == 1 else 'are'} not usable: {named}")
     return ", ".join(f"`{name}` {dtype}" for name, dtype in seen.pop()) if len(seen) == 1 else None
 
 

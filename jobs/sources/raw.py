@@ -34,15 +34,21 @@ OPTIONAL = {
 def check_columns(types: Mapping[str, str], origin: str) -> None:
     """BadInput unless `types` (column -> Spark type name, e.g. `bigint`) has every required column with an
     allowed type."""
+    problem = column_problem(types)
+    if problem is not None:
+        raise BadInput(f"{origin}: {problem}")
+
+
+def column_problem(types: Mapping[str, str]) -> str | None:
+    """What check_columns would reject in `types`, without the origin (None: nothing)."""
     missing = [c for c in REQUIRED if c not in types]
     if missing:
-        raise BadInput(
-            f"{origin}: missing required column(s) {', '.join(missing)} "
-            f"(found: {', '.join(types) or 'none'}); expected key, value, partition, offset, timestamp"
-        )
+        return (f"missing required column(s) {', '.join(missing)} "
+                f"(found: {', '.join(types) or 'none'}); expected key, value, partition, offset, timestamp")
     for name, allowed in REQUIRED.items():
         if types[name] not in allowed:
-            raise BadInput(f"{origin}: column {name} has type {types[name]}, expected " + " or ".join(allowed))
+            return f"column {name} has type {types[name]}, expected " + " or ".join(allowed)
+    return None
 
 
 def normalise(df: DataFrame, origin: str) -> DataFrame:

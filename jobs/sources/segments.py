@@ -133,6 +133,9 @@ def _partition_log(partition: int, folder: Path, ignored: list[Ignored]) -> Part
         else:
             reason = next((why for suffix, why in _STRAY.items() if name.endswith(suffix)), "not a log segment")
             ignored.append(Ignored(partition, str(entry), reason))
+    if not segments:  # nothing to read (no records), but a partition the broker has should not vanish silently
+        ignored.append(Ignored(partition, str(folder), "a partition folder with no log segment (.log)",
+                               "folder_ignored"))
     return PartitionLog(partition, str(folder), tuple(name for _, name in sorted(segments)), size)
 
 

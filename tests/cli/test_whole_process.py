@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,13 @@ def one_line_error(result: subprocess.CompletedProcess, spark_home: Path, *fragm
     return lines[0]
 
 
+def closed_port() -> int:
+    """A local port nothing listens on: bound, read, and closed again."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def tree(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))}
 
@@ -108,6 +116,11 @@ def inputs(tmp_path_factory) -> Path:
     pq.write_table(columns, root / "mixed" / "part-0.parquet")
     (root / "mixed" / "part-1.parquet").write_bytes(b"PAR1 cut off")
     (root / "mixed" / "_SUCCESS").touch()  # hidden from Spark: not a data file
+    (root / "several-bad").mkdir()  # two good files, two that are not usable
+    pq.write_table(columns, root / "several-bad" / "part-0.parquet")
+    pq.write_table(columns, root / "several-bad" / "part-1.parquet")
+    (root / "several-bad" / "readme.txt").write_text("not Parquet\n")
+    (root / "several-bad" / "part-2.parquet").write_bytes((root / "several-bad" / "part-0.parquet").read_bytes()[:-9])
     (root / "empty").mkdir()
     (root / "no-partitions").mkdir()
     (root / "a-file").write_text("a regular file\n")
@@ -126,8 +139,13 @@ REBUILD_CASES: dict[str, tuple[Callable[[Path], list[str]], list[str]]] = {
     "key of the wrong type": (lambda d: ["--source", f"parquet:{d}/string-key.parquet"],
                               ["column key has type string, expected binary"]),
     "file that is not Parquet": (lambda d: ["--source", f"parquet:{d}/not-parquet.parquet"], ["cannot read Parquet"]),
-    "folder with a file that is not Parquet": (lambda d: ["--source", f"parquet:{d}/mixed"],
-                                               ["mixed: part-1.parquet: cannot read Parquet"]),
+    "folder with a file that is not Parquet": (
+        lambda d: ["--source", f"parquet:{d}/mixed"],
+        ["mixed: 1 of 2 files is not usable: part-1.parquet (cannot read Parquet: "]),
+    "folder with several files that are not Parquet": (
+        lambda d: ["--source", f"parquet:{d}/several-bad"],
+        ["several-bad: 2 of 4 files are not usable: ", "part-2.parquet (cannot read Parquet: ",
+         "readme.txt (cannot read Parquet: "]),
     "folder without Parquet files": (lambda d: ["--source", f"parquet:{d}/empty"], ["no Parquet files"]),
     "missing log dir": (lambda d: ["--source", f"segments:{d}/nope"], ["no such directory"]),
     "log dir without partitions": (lambda d: ["--source", f"segments:{d}/no-partitions"],
@@ -136,6 +154,8 @@ REBUILD_CASES: dict[str, tuple[Callable[[Path], list[str]], list[str]]] = {
     "cluster address": (lambda d: ["--source", "kafka:broker-without-port"], ["expected HOST:PORT"]),
     "missing client properties": (lambda d: ["--source", "kafka:b:9092", "--kafka-config", f"{d}/nope.properties"],
                                   ["--kafka-config", "no such file"]),
+    "unreachable cluster": (lambda d: ["--source", f"kafka:127.0.0.1:{closed_port()}", "--kafka-timeout", "2"],
+                            ["cannot reach the brokers: no answer within 2s"]),
     "bad as-of": (lambda d: ["--source", f"parquet:{d}/dump", "--as-of", "yesterday"], ["--as-of 'yesterday'"]),
     "zero retention": (lambda d: ["--source", f"parquet:{d}/dump", "--retention-minutes", "0"],
                        ["--retention-minutes"]),

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
 before = set(sys.modules)
-import offsets_codec, offsets_codec.consumer_protocol, offsets_codec.bench
+import offsets_codec, offsets_codec.consumer_protocol, offsets_codec.bench, offsets_codec.fuzz
 new = sorted({m.split(".")[0] for m in set(sys.modules) - before})
 print(json.dumps({"new": new, "stdlib": sorted(sys.stdlib_module_names),
                   "loaded": [m for m in ("pyspark", "pyarrow", "pandas", "numpy") if m in sys.modules]}))

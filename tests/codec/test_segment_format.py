@@ -9,6 +9,7 @@ import os
 import random
 import struct
 import sys
+import tracemalloc
 import zlib
 
 import pytest
@@ -426,6 +427,24 @@ def test_lz4_frames_from_the_standard_writer():
     # linked blocks (cramjam's default frame) are refused, as Kafka refuses them
     with pytest.raises(CompressionError, match="dependent blocks"):
         decompress(3, bytes(cramjam.lz4.compress(payload)), magic=2)
+
+
+def test_an_lz4_frame_claiming_4mb_blocks_does_not_allocate_them():
+    # Found by python -m offsets_codec.fuzz: the reader allocated the block maximum that the frame
+    # descriptor (BD byte) claims, 4 MB for a segment of a few hundred bytes.
+    records = sample_records(0, n=3)
+    segment = bytearray(encode_message_set(records, magic=0, compression="lz4"))  # magic 0: no descriptor checksum
+    at = segment.index(b"\x04\x22\x4d\x18") + 5
+    assert segment[at] == 0x40  # 64 KB blocks, as Kafka writes them
+    segment[at] = 0x70  # 4 MB blocks: still a valid frame
+    tracemalloc.start()
+    try:
+        items = read_all(bytes(segment), verify_crc=False)  # the wrapper CRC covers the changed byte
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert records_of(items) == records
+    assert peak < 64 * 1024 + 256 * len(segment), (peak, len(segment))
 
 
 def test_raw_snappy_is_accepted_and_xerial_is_written():

@@ -204,6 +204,36 @@ def test_damage_is_reported_where_it_is(damaged_run):
         (crc_file.name, crc_at), (cut_file.name, cut_at)}
 
 
+def test_a_partition_folder_without_segments_is_reported(tmp_path):
+    """A partition folder with no `.log` file (only an index, or nothing) has no records to read, and is
+    listed in segment_errors: a log dir copied without its segments is not taken for empty partitions."""
+    log = OffsetsLog()
+    log.commit("g", "t", 0, 5, T0, coordinator=0)
+    root = tmp_path / "kafka-logs"
+    log.write_segments(root)
+    (root / "__consumer_offsets-1").mkdir()
+    (root / "__consumer_offsets-1" / "00000000000000000000.index").write_bytes(b"\x00" * 16)
+    (root / "__consumer_offsets-2").mkdir()
+    plan = plan_segments(str(root))
+    assert [(p.partition, p.segments) for p in plan.partitions][1:] == [(1, ()), (2, ())]
+    assert [(i.partition, i.path, i.action) for i in plan.ignored] == [
+        (p, str(root / f"__consumer_offsets-{p}"), "folder_ignored") for p in (1, 2)]
+    summary = run_cli(root, tmp_path / "out")
+    assert summary["records_read"] == 1 and summary["segment_errors"] == 2
+    assert sorted((e["coordinator_partition"], Path(e["file"]).name, e["action"], e["reason"])
+                  for e in table(tmp_path / "out", "segment_errors")) == [
+        (p, f"__consumer_offsets-{p}", "folder_ignored", "a partition folder with no log segment (.log)")
+        for p in (1, 2)]
+    assert offsets_of(table(tmp_path / "out", "committed_offsets")) == {(0, "g", "t", 0): (5, 0)}
+    decoded = CliRunner().invoke(cli, ["decode", "--source", f"segments:{root}"], catch_exceptions=False).output
+    assert [json.loads(line) for line in decoded.splitlines()][:2] == [
+        {"file": str(root / f"__consumer_offsets-{p}"), "ignored": "a partition folder with no log segment (.log)"}
+        for p in (1, 2)]
+    # Only such a folder: a run with no records, and the folder in segment_errors.
+    alone = run_cli(root / "__consumer_offsets-2", tmp_path / "alone")
+    assert alone["records_read"] == 0 and alone["segment_errors"] == 1
+
+
 def test_damage_loses_only_what_follows_it_in_its_segment(damaged_run):
     survivors, _, output, summary, _, _ = damaged_run
     assert summary["records_read"] == len(survivors.rows) and summary["records_quarantined"] == 0

@@ -133,8 +133,40 @@ def test_a_local_dump_is_checked_from_its_footers_as_spark_reads_them(tmp_path):
     check_dump(str(dump))
     (dump / "partition=4").mkdir()
     pq.write_table(rows.drop_columns(["key"]), dump / "partition=4" / "part-0.parquet")
-    with pytest.raises(BadInput, match=r"partition=4/part-0.parquet: missing required column\(s\) key"):
+    with pytest.raises(BadInput, match=r": 1 of 2 files is not usable: partition=4/part-0.parquet "
+                                        r"\(missing required column\(s\) key"):
         check_dump(str(dump))
+
+
+def test_every_file_of_a_dump_that_is_not_usable_is_named_in_one_line(tmp_path):
+    from jobs.sources import parquet
+    from jobs.sources.parquet import check_dump
+
+    rows = pa.table({"key": [b"k"], "value": [b"v"], "partition": pa.array([0], pa.int32()),
+                     "offset": pa.array([1], pa.int64()), "timestamp": pa.array([1700000000123], pa.int64())})
+    dump = tmp_path / "dump"
+    (dump / "day=2").mkdir(parents=True)
+    pq.write_table(rows, dump / "part-0.parquet")
+    pq.write_table(rows, dump / "day=2" / "part-1.parquet")
+    (dump / "notes.txt").write_text("not Parquet\n")
+    (dump / "day=2" / "part-2.parquet").write_bytes((dump / "part-0.parquet").read_bytes()[:-20])  # cut off
+    (dump / "_SUCCESS").write_text("hidden from Spark, and from the check\n")
+    (dump / ".part-0.parquet.crc").write_bytes(b"crc")
+    with pytest.raises(BadInput) as e:
+        check_dump(str(dump))
+    message = str(e.value)
+    assert message.startswith(f"--source parquet:{dump}: 2 of 4 files are not usable: "), message
+    assert "day=2/part-2.parquet (cannot read Parquet: " in message and "notes.txt (cannot read Parquet: " in message
+    assert "_SUCCESS" not in message and ".crc" not in message and "\n" not in message
+    # Many bad files: the first BAD_FILES_NAMED are named, the rest counted, still one line.
+    for i in range(parquet.BAD_FILES_NAMED + 5):
+        (dump / f"junk-{i:02d}.txt").write_text("not Parquet\n")
+    with pytest.raises(BadInput) as e:
+        check_dump(str(dump))
+    message = str(e.value)
+    total = parquet.BAD_FILES_NAMED + 7
+    assert f": {total} of {total + 2} files are not usable: " in message and message.endswith("; and 7 more")
+    assert message.count("(cannot read Parquet: ") == parquet.BAD_FILES_NAMED and "\n" not in message
 
 
 def test_the_footer_check_names_types_as_spark_reads_them(spark, tmp_path):
