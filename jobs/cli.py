@@ -103,6 +103,8 @@ def rebuild_options(fn: Callable) -> Callable:
         click.option("--engine", type=click.Choice(["auto", "local", "spark"]), help="Who runs the replay: a pool "
                      "of this machine's processes without a JVM (local), Spark's tasks (spark), or local for a local "
                      "source unless spark-submit or Databricks started the process (auto, the default)."),
+        click.option("--workers", type=click.IntRange(min=0), metavar="N", help="The local runner's worker "
+                     "processes (default: one per core; 0: all work in this process)."),
         click.option("--keep-runs", type=click.IntRange(min=1), metavar="N", help="After the run, delete the data "
                      "files only versions older than the last N complete runs reference (default: keep every "
                      "version, so time travel to any earlier run works)."),
@@ -198,12 +200,11 @@ def dump(source: str, output: str, **kafka: Any) -> None:
     target = output_folder(output, new=True)
     check_source(spec, options)
 
-    from jobs.tools.dump import write_dump
-    from jobs.runtime.session import get_spark
     from jobs.sources.tasks import task_errors
+    from jobs.tools.dump import write_dump
 
     with task_errors():
-        click.echo(json.dumps(write_dump(get_spark(), spec, options, target)))
+        click.echo(json.dumps(write_dump(spec, options, target)))
 
 
 @cli.command()

@@ -195,6 +195,7 @@ class RebuildConfig:
     catalog: CatalogOptions | None = None  # register the tables in Spark's catalog after the run
     keep_runs: int | None = None  # delete files only versions older than the last N complete runs reference
     engine: str = "auto"  # who runs the kernel: local, spark, or auto (jobs.engine.choose_runner)
+    workers: int | None = None  # the local runner's worker processes (None: one per core; 0: this process)
 
     @property
     def retention_ms(self) -> int:
@@ -225,6 +226,7 @@ class RebuildConfig:
         catalog_dir: str | None = None,
         keep_runs: int | None = None,
         engine: str | None = None,
+        workers: int | None = None,
     ) -> "RebuildConfig":
         conf = defaults()["rebuild"]
         retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
@@ -238,6 +240,8 @@ class RebuildConfig:
             raise BadInput(f"--status-window {window}: must be at least 2 commits")
         if engine not in (None, *ENGINES):
             raise BadInput(f"--engine {engine!r}: expected {', '.join(ENGINES)}")
+        if workers is not None and workers < 0:
+            raise BadInput(f"--workers {workers}: must be 0 (in this process) or more")
         if keep_runs is not None and keep_runs < 1:
             raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
         topic_ids_path = None
@@ -260,6 +264,7 @@ class RebuildConfig:
             catalog=CatalogOptions.build(catalog_database, catalog_dir, output),
             keep_runs=keep_runs,
             engine=engine or "auto",
+            workers=workers,
         )
         cfg.check_inputs()
         return cfg

@@ -63,6 +63,8 @@ def _run(cfg: RebuildConfig, run_id: str, spark: Any) -> dict[str, Any]:
         kill_point("read")
         fold = not cfg.history
         runner.read_source(plan, partial(_chunk_kernel, started=started_at, as_of=cfg.as_of, fold=fold), CHUNK_OUTPUTS)
+        log.info("read and checked %d task(s) of the source in %.1fs", len(plan.tasks or ()) or 1,
+                 time.monotonic() - started)
         if fold and overlapping(stages.read("chunks", "spans")):
             log.warning("some records may be in the dump twice (overlapping offsets): the log is replayed whole")
             stages.clear("chunks", CHUNK_OUTPUTS)
@@ -74,9 +76,9 @@ def _run(cfg: RebuildConfig, run_id: str, spark: Any) -> dict[str, Any]:
         settings = ReplaySettings(as_of, cfg.retention_ms, cfg.history, cfg.status_window, cfg.rate_window_ms)
         runner.by_partition("replay", {"log": "chunks"}, partial(_replay_kernel, settings=settings), REPLAY_OUTPUTS)
         counts = total(stages.read("replay", "counts"))
-        log.info("read %d records: %d decoded, %d quarantined; replayed as of %s (retention %d min)",
+        log.info("replayed %d records (%d decoded, %d quarantined) as of %s, retention %d min, at %.1fs",
                  counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
-                 as_of.isoformat(), cfg.retention_minutes)
+                 as_of.isoformat(), cfg.retention_minutes, time.monotonic() - started)
         fold_names = stages.read("replay", "fold", filter=pc.field("kind") == "topic_name")
         names = topic_names(fold_names, stages.read("replay", "offset_topics"), topic_ids)
         previous_ends = _previous_end_offsets(cfg)
@@ -85,6 +87,7 @@ def _run(cfg: RebuildConfig, run_id: str, spark: Any) -> dict[str, Any]:
         runner.by_partition("derive", {name: "replay" for name in DERIVE_INPUTS},
                             partial(_derive_kernel, settings=derive), DERIVE_OUTPUTS)
         _write_driver_tables(sink, plan, ends["history"])
+        log.info("derived lag, status and members at %.1fs", time.monotonic() - started)
         kill_point("staged")
         runner.close()
         summary = _summary(cfg, stages, sink, counts, moments, as_of, plan)

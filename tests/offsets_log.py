@@ -152,16 +152,24 @@ class OffsetsLog:
             return spark.createDataFrame(self.rows, f"{RAW_DDL}, {BATCH_DDL}")
         return spark.createDataFrame([r[:7] for r in self.rows], RAW_DDL)
 
-    def write_parquet(self, path) -> None:
+    def table(self, batch_metadata: bool | None = None):
+        """The contract's raw records as an Arrow table (timestamps in UTC milliseconds), with the batch-metadata
+        columns when asked, or by default when the log has transactions."""
         import pyarrow as pa
+
+        fields = [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+                  ("offset", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")), ("timestampType", pa.int32()),
+                  ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),
+                  ("is_control", pa.bool_())]
+        if not (batch_metadata if batch_metadata is not None else self.has_batch_metadata):
+            fields = fields[:7]
+        return pa.table({n: [r[i] for r in self.rows] for i, (n, _) in enumerate(fields)}, schema=pa.schema(fields))
+
+    def write_parquet(self, path, batch_metadata: bool | None = None) -> None:
         import pyarrow.parquet as pq
 
-        names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
-        table = pa.table({n: [r[i] for r in self.rows] for i, n in enumerate(names)}, schema=pa.schema([
-            ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
-            ("offset", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")), ("timestampType", pa.int32())]))
         path.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, path / "part-0.parquet")
+        pq.write_table(self.table(batch_metadata), path / "part-0.parquet")
 
     def write_segments(self, log_dir, *, compression: str | dict[int, str] = "none", batch_records: int = 50,
                        segment_records: int | None = None, magic: dict[int, int] | None = None) -> list:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from jobs.lake.tables import TABLES
@@ -23,6 +24,7 @@ from jobs.replay.records import numbers
 log = logging.getLogger("offsetlake")
 NULL_GROUP = 0  # the group of records without a coordinator partition (all quarantined)
 STATE = "_state"
+ENVELOPE = "_envelope"  # the Spark runner's outputs of a pass, partitioned by kind (jobs.engine.spark)
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,19 @@ class Stages:
 
     def read(self, stage: str, name: str, columns: list[str] | None = None, filter: Any = None) -> pa.Table:
         """All of an output (on the driver: only what is small), or its `columns`, rows matching `filter`."""
+        enveloped = self.enveloped(stage, name)
+        if not self.folder(stage, name).exists() and enveloped.exists():
+            struct = pads.dataset(enveloped, format="parquet").to_table(columns=[name]).column(name)
+            schema = self.schemas[name]
+            rows = pa.table([pc.struct_field(struct, f.name) for f in schema], schema=schema) if len(struct) \
+                else schema.empty_table()
+            rows = rows.filter(filter) if filter is not None else rows
+            return rows.select(columns) if columns is not None else rows
         return _dataset(self.folder(stage, name), self.schemas[name]).to_table(columns=columns, filter=filter)
+
+    def enveloped(self, stage: str, name: str) -> Path:
+        """Where the Spark runner keeps output `name` of `stage` in its envelope."""
+        return self.staging / STATE / stage / ENVELOPE / f"kind={name}"
 
     def clear(self, stage: str, outputs: dict[str, pa.Schema]) -> None:
         """Remove what `stage` wrote (to run it again)."""
@@ -91,7 +105,8 @@ def choose_runner(cfg: Any, spark: Any = None) -> Any:
             raise BadInput(f"--engine local: --source {cfg.source} is not on this machine (use --engine spark)")
         from jobs.engine.local import LocalRunner
 
-        return LocalRunner(local_cores())
+        workers = local_cores() if cfg.workers is None else cfg.workers
+        return LocalRunner(max(workers, 1), processes=workers > 0)
     from jobs.engine.spark import SparkRunner
 
     return SparkRunner(spark, cfg)

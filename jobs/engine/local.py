@@ -37,8 +37,9 @@ class LocalRunner:
     name = "local"
     spark = None
 
-    def __init__(self, cores: int) -> None:
+    def __init__(self, cores: int, processes: bool = True) -> None:
         self.cores = cores
+        self.processes = processes  # False: the tasks run in this process, one after another (tests, debugging)
         self.stages: Stages | None = None
         self._pool: Any = None
 
@@ -50,7 +51,8 @@ class LocalRunner:
     def attach(self, stages: Stages) -> None:
         """Start the workers, for a run whose outputs `stages` lays out."""
         self.stages = stages
-        self._pool = multiprocessing.get_context("fork").Pool(self.cores, _start_worker)
+        self._pool = multiprocessing.get_context("fork").Pool(self.cores, _start_worker) if self.processes \
+            else _InProcess()
 
     def delta_engine(self) -> str:
         return "delta-rs"
@@ -85,6 +87,27 @@ class LocalRunner:
             self._pool.terminate()
             self._pool.join()
             self._pool = None
+
+
+class _InProcess:
+    """A pool's apply_async, run at once in this process."""
+
+    def apply_async(self, fn: Callable, args: tuple) -> Any:
+        class Done:
+            def get(self) -> None:
+                return result
+
+        result = fn(*args)
+        return Done()
+
+    def close(self) -> None:
+        pass
+
+    def terminate(self) -> None:
+        pass
+
+    def join(self) -> None:
+        pass
 
 
 def _start_worker() -> None:
@@ -127,7 +150,7 @@ class _Writers:
             group = group_of(table.column("coordinator_partition"), self.stages.groups)
             for g in np.unique(group):
                 self._file(f"log/g{g:05d}", schema).write_table(table.filter(pa.array(group == g)))
-        elif partition_columns(name):  # a table partitioned by folders (offset_commits: by day)
+        elif self.stages.is_table(name) and partition_columns(name):  # partitioned by folders: offset_commits
             self._written += 1
             _write_partitioned(table, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
         else:

@@ -206,7 +206,8 @@ def delta_statements(database: str, name: str, path: Path, entry: dict[str, str]
 def view_statements(database: str, name: str, table: str, output: Path, version: int, delta_table: Any,
                     links: Path, files: int, entry: dict[str, str] | None) -> list[str]:
     """A view over the files linked under `links` (the table's `version`), in the table's column order."""
-    from jobs.lake.tables import contract_table, spark_schema
+    from jobs.lake.tables import contract_table
+    from jobs.runtime.spark_types import spark_schema
 
     qualified = f"`{database}`.`{name}`"
     partitions = set(delta_table.metadata().partition_columns)

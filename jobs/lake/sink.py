@@ -43,6 +43,13 @@ log = logging.getLogger("offsetlake")
 DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
 
 
+def delta_engine(spark: Any) -> str:
+    """`spark` when the session has Spark's Delta writer, else `delta-rs`."""
+    from jobs.runtime.session import has_jvm_class
+
+    return "spark" if spark is not None and has_jvm_class(spark, DELTA_JVM_CLASS) else "delta-rs"
+
+
 def new_staging(output: Path, run_id: str | None = None) -> Path:
     """Run `run_id`'s staging area under `output` (created when something is written there); its name is the
     run's id (a new one by default), so the next run can tell whose it was (jobs.lake.output_lock.recover)."""

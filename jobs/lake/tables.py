@@ -134,3 +134,20 @@ def conform(table: pa.Table, name: str) -> pa.Table:
     if missing:
         raise AssertionError(f"{name}: the replay produced no column(s) {missing}")
     return pa.table([table.column(f.name).cast(f.type) for f in schema], schema=schema)
+
+
+def utc_micros(t: pa.DataType, tz: str | None = "UTC") -> pa.DataType:
+    """`t` with every timestamp in microseconds with time zone `tz` (UTC: Delta's `timestamp`; None: the same
+    UTC values, which Python reads without importing pandas) and every duration in microseconds, inside
+    lists and structs too."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz=tz)
+    if pa.types.is_duration(t):
+        return pa.duration("us")
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(utc_micros(t.value_type, tz)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(utc_micros(t.value_type, tz)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(utc_micros(f.type, tz)) for f in t])
+    return t

@@ -166,7 +166,8 @@ def _version_frame(spark, table: str, delta_table):
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from jobs.lake.tables import contract_table, spark_schema
+    from jobs.lake.tables import contract_table
+    from jobs.runtime.spark_types import spark_schema
 
     schema = spark_schema(contract_table(table))
     partitions = delta_table.metadata().partition_columns

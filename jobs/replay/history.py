@@ -29,10 +29,10 @@ _VALUE_FIELDS = ("offset", "leaderEpoch", "metadata", "commitTimestamp")
 WINDOW_POINT = pa.struct([("coordinator_partition", pa.int32()), ("record_offset", pa.int64()),
                           ("committed_at", TIMESTAMP), ("committed_offset", pa.int64())])
 # Per live offset, its last commits (group_status) and its consume rate (consumer_lag), for jobs.derive.
-COMMIT_WINDOW_SCHEMA = pa.schema([("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-                                  ("window", pa.list_(WINDOW_POINT))])
-CONSUME_RATE_SCHEMA = pa.schema([("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-                                 ("consume_rate", pa.float64())])
+COMMIT_WINDOW_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("group_id", pa.string()),
+                                  ("topic", pa.string()), ("partition", pa.int32()), ("window", pa.list_(WINDOW_POINT))])
+CONSUME_RATE_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("group_id", pa.string()),
+                                 ("topic", pa.string()), ("partition", pa.int32()), ("consume_rate", pa.float64())])
 
 
 def offset_commits(offset_records: pa.Table, found: pa.Table) -> pa.Table:
@@ -196,7 +196,7 @@ def commit_windows(commits: pa.Table, window: int) -> pa.Table:
     rows = recent.to_pylist()
     windows: dict[tuple, list] = {}
     for r in rows:
-        key = (r["group_id"], r["topic"], r["partition"])
+        key = (r["coordinator_partition"], r["group_id"], r["topic"], r["partition"])
         if r["kind"] == "delete":
             windows[key] = []  # an offset committed again after its tombstone starts a new window
             continue
@@ -204,9 +204,9 @@ def commit_windows(commits: pa.Table, window: int) -> pa.Table:
             "coordinator_partition": r["coordinator_partition"], "record_offset": r["record_offset"],
             "committed_at": r["commit_timestamp"] or r["record_timestamp"], "committed_offset": r["committed_offset"]})
     live = [(k, w[-window:]) for k, w in windows.items() if w]
-    return pa.table({"group_id": [k[0] for k, _ in live], "topic": [k[1] for k, _ in live],
-                     "partition": [k[2] for k, _ in live], "window": [w for _, w in live]},
-                    schema=COMMIT_WINDOW_SCHEMA)
+    return pa.table({"coordinator_partition": [k[0] for k, _ in live], "group_id": [k[1] for k, _ in live],
+                     "topic": [k[2] for k, _ in live], "partition": [k[3] for k, _ in live],
+                     "window": [w for _, w in live]}, schema=COMMIT_WINDOW_SCHEMA)
 
 
 def consume_rates(commits: pa.Table, as_of_us: int, window_us: int) -> pa.Table:
@@ -222,12 +222,12 @@ def consume_rates(commits: pa.Table, as_of_us: int, window_us: int) -> pa.Table:
     rows = rows.sort_by([("group_id", "ascending"), ("topic", "ascending"), ("partition", "ascending"),
                          ("record_timestamp", "ascending"), ("coordinator_partition", "ascending"),
                          ("record_offset", "ascending")])
-    first = rows.group_by(["group_id", "topic", "partition"], use_threads=False).aggregate(
+    first = rows.group_by(["coordinator_partition", "group_id", "topic", "partition"], use_threads=False).aggregate(
         [("committed_offset", "first"), ("record_timestamp", "first"), ("committed_offset", "last"),
          ("record_timestamp", "last"), ("committed_offset", "count")])
     seconds = (micros(first.column("record_timestamp_last")) - micros(first.column("record_timestamp_first"))) / 1e6
     delta = numbers(first.column("committed_offset_last")) - numbers(first.column("committed_offset_first"))
     known = (numbers(first.column("committed_offset_count")) >= 2) & (seconds > 0)
     rate = pa.array(np.where(known, delta / np.where(seconds > 0, seconds, 1), 0.0), pa.float64(), mask=~known)
-    return pa.table([first.column("group_id"), first.column("topic"), first.column("partition"), rate],
-                    schema=CONSUME_RATE_SCHEMA)
+    return pa.table([first.column("coordinator_partition"), first.column("group_id"), first.column("topic"),
+                     first.column("partition"), rate], schema=CONSUME_RATE_SCHEMA)

@@ -31,6 +31,7 @@ class SourcePlan:
     ignored: tuple[Any, ...] = field(default=())  # segments: files and folders not read (segment_errors rows)
     columns: tuple[str, ...] = ()  # a dump: the contract's columns it has
     kafka: Any = None  # a live cluster's resolved connection (jobs.sources.kafka_client.Cluster)
+    kafka_reader: str = "auto"  # --kafka-reader: which reader Spark uses (jobs.sources.kafka_spark)
 
     @property
     def local(self) -> bool:
@@ -63,10 +64,10 @@ class SourcePlan:
             from jobs.sources.segments import read_partitions
 
             return read_partitions(spark, list(self.tasks))
+        from jobs.sources.kafka_spark import read_kafka
         from jobs.sources.raw import normalise
-        from jobs.sources.kafka import read_kafka
 
-        return normalise(read_kafka(spark, self.kafka, list(self.tasks)), str(self.spec))
+        return normalise(read_kafka(spark, self.kafka, list(self.tasks), self.kafka_reader), str(self.spec))
 
 
 def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int) -> SourcePlan:
@@ -86,7 +87,7 @@ def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int) -> SourcePlan
 
     cluster = Cluster.open(spec.location, kafka, f"--source {spec}")
     slices = tuple(s for s in plan_snapshot(cluster) if s.records)
-    return SourcePlan(spec, slices, None, kafka=cluster)
+    return SourcePlan(spec, slices, None, kafka=cluster, kafka_reader=kafka.reader)
 
 
 def task_count(records: int, cores: int, per_task: int) -> int:

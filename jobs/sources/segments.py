@@ -1,7 +1,7 @@
 """Broker log segments: `__consumer_offsets-N/*.log` files read straight from a log directory (spec §1).
 
-The driver finds the partition folders and their segments; each coordinator partition is then read in its
-own Spark task, segment by segment in base-offset order, as a stream of batches (`offsets_codec.segments`),
+The driver finds the partition folders and their segments (`plan_segments`); each coordinator partition is then
+read in its own task, segment by segment in base-offset order, as a stream of batches (`offsets_codec.segments`),
 so a segment larger than memory is fine. Records keep their batch metadata (producer id and epoch,
 transactional and control flags): the replay needs it for transactions (spec §7.2).
 
@@ -20,16 +20,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.config import log_dir
 from jobs.errors import BadInput
 from jobs.sources.tasks import BATCH_FIELDS, RAW_FIELDS, RecordColumns, task_error, task_logger
-from jobs.lake.tables import spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("offsetlake")
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -38,7 +38,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 PROBLEM_TYPE = pa.struct([("file", pa.string()), ("position", pa.int64()), ("bytes_not_read", pa.int64()),
                           ("action", pa.string()), ("reason", pa.string())])
 SEGMENT_FIELDS = RAW_FIELDS + BATCH_FIELDS + (("problem", PROBLEM_TYPE),)
-SEGMENT_SCHEMA = from_arrow_schema(pa.schema(SEGMENT_FIELDS))
 _PARTITION_DIR = re.compile(rf"^{OFFSETS_TOPIC}-(\d+)$")
 # A partition folder the broker is deleting, moving between log dirs, or found unreferenced.
 _SIDE_DIR = re.compile(rf"^{OFFSETS_TOPIC}-\d+\.[0-9a-f]+-(delete|future|stray)$")
@@ -139,52 +138,15 @@ def _partition_log(partition: int, folder: Path, ignored: list[Ignored]) -> Part
     return PartitionLog(partition, str(folder), tuple(name for _, name in sorted(segments)), size)
 
 
-def read_segments(spark: SparkSession, location: str) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """(the read, its raw records with batch metadata, its segment_errors rows) for every segment under `location`.
-
-    One read produces both: the read is persisted, so splitting it does not read the files twice.
-    """
-    return read_plan(spark, plan_segments(location), location)
-
-
-def read_plan(spark: SparkSession, plan: SegmentPlan, location: str) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """`read_segments` of a plan made already (`location` names it in the log)."""
-    total = sum(p.size for p in plan.partitions)
-    log.info("segments under %s: %d partitions, %d segment files, %.1f MB",
-             location, len(plan.partitions), sum(len(p.segments) for p in plan.partitions), total / 1e6)
-    for item in plan.ignored:
-        log.warning("not read: %s (%s)", item.path, item.reason)
-    todo = [p for p in plan.partitions if p.segments]
-    if todo:
-        frame = read_partitions(spark, todo).persist(StorageLevel.MEMORY_AND_DISK)
-    else:
-        frame = spark.createDataFrame([], SEGMENT_SCHEMA)
-    # One task per coordinator partition suits the read; the steps after it want tasks sized like a file scan's
-    # (a log of 50 small partitions would otherwise make every later stage schedule 50 tiny tasks).
-    split = _bytes(spark.conf.get("spark.sql.files.maxPartitionBytes", "128m"))
-    tasks = max(spark.sparkContext.defaultParallelism, -(-total // split))
-    records = frame.where(F.col("problem").isNull()).drop("problem")
-    if len(todo) > tasks:
-        records = records.coalesce(tasks)
-    found = frame.where(F.col("problem").isNotNull()).select(
-        F.col("partition").alias("coordinator_partition"), "problem.*")
-    skipped = spark.createDataFrame(
-        [(i.partition, i.path, None, None, i.action, i.reason) for i in plan.ignored], spark_schema("segment_errors"))
-    return frame, records, found.unionByName(skipped)
-
-
-def _bytes(text: str) -> int:
-    """A Spark size string ("16m", "16mb", "134217728b", "134217728") in bytes; 128 MiB if unreadable."""
-    match = re.fullmatch(r"(\d+)\s*([kmgt]?)b?", text.strip().lower())
-    if not match or not int(match.group(1)):
-        return 1 << 27
-    return int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[match.group(2)]
-
-
 def read_partitions(spark: SparkSession, partitions: list[PartitionLog]) -> DataFrame:
     """SEGMENT_FIELDS of `partitions`, one Spark task each: a one-row partition naming it, mapped to its Arrow
     batches. No Python process plans the read, as a Python data source's planning would (two Python workers
     on the driver's side: about 2 s of a small log dir's run)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = from_arrow_schema(pa.schema(SEGMENT_FIELDS))
+    if not partitions:
+        return spark.createDataFrame([], schema)
     named = spark.createDataFrame(spark.sparkContext.parallelize(
         [(json.dumps(asdict(p)),) for p in partitions], len(partitions)), "partition_log string")
 
@@ -194,7 +156,7 @@ def read_partitions(spark: SparkSession, partitions: list[PartitionLog]) -> Data
                 fields = json.loads(text)
                 yield from read_partition(PartitionLog(**{**fields, "segments": tuple(fields["segments"])}))
 
-    return named.mapInArrow(each, SEGMENT_SCHEMA)
+    return named.mapInArrow(each, schema)
 
 
 def read_partition(part: PartitionLog) -> Iterator[Any]:

@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 import pyarrow as pa
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.errors import BadInput
 
@@ -30,7 +29,6 @@ RAW_FIELDS = (
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
     ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
 )
-RAW_SCHEMA = from_arrow_schema(pa.schema(RAW_FIELDS))
 # The batch metadata a source with record batches adds (jobs.sources.raw.OPTIONAL): what transactional replay reads.
 BATCH_FIELDS = (("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),
                 ("is_control", pa.bool_()))

@@ -1,34 +1,49 @@
-"""`offsetlake dump`: a source's raw records written as a Parquet dump (the contract's input schema)."""
+"""`offsetlake dump`: a source's raw records written as a Parquet dump (the contract's input schema), one file per
+task of its plan, read as a rebuild reads it (no Spark)."""
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 from typing import Any
 
-import pyarrow.dataset as pads
-from pyspark.sql import SparkSession
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from jobs.config import KafkaOptions, SourceSpec, output_folder
-from jobs.sources import read_source
+from jobs.sources.plan import plan_source
 
 log = logging.getLogger("offsetlake")
+# Spark's Kafka-source column order, then the batch metadata a segment source has (for exact transactions).
+COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "producer_id",
+           "producer_epoch", "is_transactional", "is_control")
 
 
-def write_dump(spark: SparkSession, source: SourceSpec, kafka: KafkaOptions, output: Path) -> dict[str, Any]:
+def write_dump(source: SourceSpec, kafka: KafkaOptions, output: Path) -> dict[str, Any]:
     """Read `source` once and write it under `output` (which must not exist); returns record counts."""
     output_folder(str(output), new=True)
-    read = read_source(spark, source, kafka)
-    raw = read.records
-    # Spark's Kafka-source column order, then the batch metadata a segment source has (for exact transactions).
-    columns = [c for c in ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "producer_id",
-                           "producer_epoch", "is_transactional", "is_control") if c in raw.columns]
-    try:
-        raw.select(columns).write.parquet(str(output))
-        problems = read.segment_errors.collect() if read.segment_errors is not None else []
-        for e in problems:
-            log.warning("%s: %s at byte %s: %s", e.file, e.action, e.position, e.reason)
-    finally:
-        read.release()
-    records = pads.dataset(output, format="parquet").count_rows()  # from the footers
+    plan = plan_source(source, kafka, cores=1)
+    output.mkdir(parents=True)
+    records = problems = 0
+    for index, task in enumerate(plan.tasks or ()):
+        writer = None
+        for batch in plan.read(task):
+            table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+            if "problem" in table.column_names:
+                damaged = pc.is_valid(table.column("problem"))
+                for p in table.filter(damaged).column("problem").to_pylist():
+                    log.warning("%s: %s at byte %s: %s", p["file"], p["action"], p["position"], p["reason"])
+                    problems += 1
+                table = table.filter(pc.invert(damaged))
+            table = table.select([c for c in COLUMNS if c in table.column_names])
+            if writer is None:
+                writer = pq.ParquetWriter(output / f"part-{index:05d}.parquet", table.schema)
+            writer.write_table(table)
+            records += table.num_rows
+        if writer is not None:
+            writer.close()
+    for item in plan.ignored:
+        log.warning("not read: %s (%s)", item.path, item.reason)
     log.info("wrote %d records of %s to %s", records, source, output)
-    return {"records": records, "source": str(source), "output": str(output), "segment_errors": len(problems)}
+    return {"records": records, "source": str(source), "output": str(output),
+            "segment_errors": problems + len(plan.ignored)}

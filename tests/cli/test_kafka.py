@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 from kafka_mock import MockCluster, produce_data, produce_rows
 from offsets_log import HOUR, MINUTE, T0, OffsetsLog, member
 
-import jobs.session
+import jobs.runtime.session
 import jobs.sources.kafka as kafka_source
 from jobs.cli import cli
 from jobs.config import KafkaOptions, SourceSpec
@@ -269,7 +269,7 @@ def closed_port() -> int:
 def test_unreachable_brokers_fail_in_bounded_time(command, tmp_path, monkeypatch):
     """The cluster is asked before Spark starts, so --kafka-timeout bounds the whole failure, not the
     failure plus a JVM start."""
-    monkeypatch.setattr(jobs.session, "get_spark", lambda *a, **k: pytest.fail("Spark was started"))
+    monkeypatch.setattr(jobs.runtime.session, "get_spark", lambda *a, **k: pytest.fail("Spark was started"))
     bootstrap = f"127.0.0.1:{closed_port()}"
     started = time.monotonic()
     result = invoke(command, "--source", f"kafka:{bootstrap}", "--output", str(tmp_path / "o"), "--kafka-timeout", "2")

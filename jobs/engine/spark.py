@@ -1,0 +1,171 @@
+"""The Spark runner: the kernel run by Spark's tasks, on any cluster, from any source Spark can read.
+
+Each pass is one Spark job over Arrow batches: the source's records through the chunk kernel (`mapInArrow`), then
+each coordinator partition's rows through the replay or the derivation (`groupBy("coordinator_partition")
+.applyInArrow`). A pass's outputs travel as one frame, an envelope: a `kind` column naming the output and one
+struct column per output, the row's own filled. Spark writes the envelope once, partitioned by kind, and each
+table is then laid out in its staging folder, in its own schema (the sink commits those files); the other
+outputs stay in the envelope, where the next pass and the driver (jobs.engine.Stages.read) read them.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterable, Iterator
+
+import pyarrow as pa
+
+from jobs.engine import Stages
+from jobs.lake.tables import conform, partition_columns
+
+log = logging.getLogger("offsetlake")
+
+
+class SparkRunner:
+    """Runs the kernel's passes as Spark jobs on `spark` (a session started here when none is given)."""
+
+    name = "spark"
+
+    def __init__(self, spark: Any, cfg: Any) -> None:
+        if spark is None:
+            from jobs.runtime.session import get_spark
+
+            spark = get_spark()
+        self.spark = spark
+        self.cores = spark.sparkContext.defaultParallelism
+        self.stages: Stages | None = None
+        from jobs.runtime.metrics import SparkWork
+
+        self._work = SparkWork(spark, f"offsetlake rebuild {cfg.source}")
+
+    def groups(self, plan: Any) -> int:
+        return 1  # Spark groups by coordinator partition itself
+
+    def attach(self, stages: Stages) -> None:
+        self.stages = stages
+
+    def delta_engine(self) -> str:
+        from jobs.lake.sink import delta_engine
+
+        return delta_engine(self.spark)
+
+    def work(self) -> dict[str, int]:
+        from jobs.runtime.metrics import peak_rss_mb
+
+        return {**self._work.counts(), **peak_rss_mb(self.spark)}
+
+    def read_source(self, plan: Any, kernel: Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]],
+                    outputs: dict[str, pa.Schema]) -> None:
+        """Pass 1: the source's records through `kernel`, task by task."""
+        envelope = _Envelope(outputs)
+
+        def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for name, table in kernel(batches):
+                yield from envelope.wrap(name, table)
+
+        self.spark.sparkContext.setJobDescription("offsetlake: read, check and reduce the source")
+        self._lay_out("chunks", plan.frame(self.spark).mapInArrow(each, envelope.spark_schema()), envelope)
+
+    def by_partition(self, stage: str, inputs: dict[str, str], kernel: Callable[[dict[str, pa.Table]],
+                     Iterator[tuple[str, pa.Table]]], outputs: dict[str, pa.Schema]) -> None:
+        """Pass 2 or 3: each coordinator partition's rows of `inputs` (output name -> the stage that wrote it)
+        through `kernel`."""
+        from pyspark.sql import functions as F
+
+        given = _Envelope({name: self.stages.schemas[name] for name in inputs})
+        frames = []
+        for name, source in inputs.items():
+            frame = self._read(source, name)
+            others = [F.lit(None).cast(given.spark_schema()[n].dataType).alias(n) for n in inputs if n != name]
+            frames.append(frame.select(F.col("coordinator_partition").alias("_partition"), F.lit(name).alias("kind"),
+                                       F.struct(*frame.columns).alias(name), *others).select(
+                "_partition", "kind", *inputs))
+        union = frames[0]
+        for frame in frames[1:]:
+            union = union.unionByName(frame)
+        envelope = _Envelope(outputs)
+
+        def each(table: pa.Table) -> pa.Table:
+            tables = given.unwrap(table)
+            wrapped = [batch for name, out in kernel(tables) for batch in envelope.wrap(name, out)]
+            return pa.Table.from_batches(wrapped, envelope.schema) if wrapped else envelope.schema.empty_table()
+
+        self.spark.sparkContext.setJobDescription(f"offsetlake: {stage} each coordinator partition")
+        self._lay_out(stage, union.groupBy("_partition").applyInArrow(each, envelope.spark_schema()), envelope)
+
+    def close(self) -> None:
+        pass
+
+    def _read(self, stage: str, name: str) -> Any:
+        """An output as a frame of its own schema."""
+        from jobs.runtime.spark_types import spark_struct
+
+        schema = self.stages.schemas[name]
+        if self.stages.is_table(name):
+            where, fields = self.stages.folder(stage, name), schema
+        else:  # its envelope's folder: the kind is in the path, the output's struct in the files
+            where, fields = self.stages.enveloped(stage, name), pa.schema([(name, pa.struct(list(schema)))])
+        if not where.exists():
+            return self.spark.createDataFrame([], spark_struct(schema))
+        frame = self.spark.read.schema(spark_struct(fields)).parquet(str(where))
+        return frame if self.stages.is_table(name) else frame.select(f"{name}.*")
+
+    def _lay_out(self, stage: str, frame: Any, envelope: "_Envelope") -> None:
+        """Write the envelope once, then each table in its staging folder."""
+        from jobs.runtime.spark_types import spark_struct
+
+        frame.write.partitionBy("kind").parquet(str(self.stages.enveloped(stage, "x").parent))
+        for name, schema in envelope.outputs.items():
+            part = self.stages.enveloped(stage, name)
+            if not self.stages.is_table(name) or not part.exists():
+                continue
+            self.spark.sparkContext.setJobDescription(f"offsetlake: stage table {name}")
+            rows = self.spark.read.schema(spark_struct(pa.schema([(name, pa.struct(list(schema)))]))).parquet(
+                str(part)).select(f"{name}.*")
+            rows.write.mode("append").partitionBy(*partition_columns(name)).parquet(str(self.stages.folder(stage, name)))
+
+
+class _Envelope:
+    """The frame a pass's outputs travel in: `kind`, and one struct column per output (jobs.engine.spark)."""
+
+    def __init__(self, outputs: dict[str, pa.Schema]) -> None:
+        self.outputs = outputs
+        self.schema = pa.schema([("kind", pa.string()), *((name, pa.struct(list(s))) for name, s in outputs.items())])
+
+    def spark_schema(self) -> Any:
+        from jobs.runtime.spark_types import spark_struct
+
+        return spark_struct(self.schema)
+
+    def wrap(self, name: str, table: pa.Table) -> Iterator[pa.RecordBatch]:
+        """`table`, output `name`, as envelope batches."""
+        if not table.num_rows:
+            return
+        schema = self.outputs[name]
+        table = conform(table, name) if name in _tables() else table.select(schema.names).cast(schema)
+        for batch in table.to_batches(max_chunksize=20_000):
+            n = batch.num_rows
+            columns = [pa.array([name] * n, pa.string())]
+            for field in self.schema:
+                if field.name == "kind":
+                    continue
+                columns.append(pa.StructArray.from_arrays(batch.columns, fields=list(field.type)) if field.name == name
+                               else pa.nulls(n, field.type))
+            yield pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def unwrap(self, table: pa.Table) -> dict[str, pa.Table]:
+        """An envelope table as its outputs' tables."""
+        import pyarrow.compute as pc
+
+        found = {}
+        for name, schema in self.outputs.items():
+            rows = table.filter(pc.equal(table.column("kind"), name))
+            struct = rows.column(name).combine_chunks()
+            found[name] = pa.Table.from_arrays([pc.struct_field(struct, f.name) for f in schema], schema=schema) \
+                if rows.num_rows else schema.empty_table()
+        return found
+
+
+def _tables() -> tuple[str, ...]:
+    from jobs.lake.tables import TABLES
+
+    return TABLES
