@@ -1,9 +1,9 @@
-"""Offset-commit values proven valid in bulk, with numpy over an Arrow column: no Spark, no per-record Python.
+"""Offset-commit keys and values proven valid in bulk, with numpy over an Arrow column: no per-record Python.
 
-The third reader of the same layouts (after the codec and jobs.native), and the most conservative: it serves
-the reduction inside a source task (jobs.partial_reduce), where a record proven here may be folded into its
-key's newest record and never checked on its own. So "proven" must imply that the codec accepts the value;
-whatever this reader is unsure of is left unproven and goes through the full check as before:
+The second reader of the same layouts (after the codec), and the more conservative: a record proven here may
+be folded into its key's newest record (jobs.replay.reduction) and never checked on its own. So "proven" must
+imply that the codec accepts it; whatever this reader is unsure of is left unproven and checked by the codec
+(jobs.decode.check):
 * strings: non-null, with text that is all ASCII (a subset of valid UTF-8);
 * compact lengths and tagged-field counts of one byte; tagged sections either empty or every declared tagged
   field once, in tag order (the two shapes brokers write);
@@ -11,8 +11,7 @@ whatever this reader is unsure of is left unproven and goes through the full che
 
 A version whose layout holds a type this reader does not read (arrays, structs, bytes) is never proven.
 Positions are per-row numpy arrays, so a string's length moves each row's later fields on its own. `read` also
-gives the proven rows' fields (the history of offset commits reads them, jobs.partial_reduce, and so does the
-replay's offsets, jobs.task_offsets).
+gives the proven rows' fields (the offsets and the history read them: jobs.replay.offsets, jobs.replay.history).
 """
 from __future__ import annotations
 

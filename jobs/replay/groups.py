@@ -1,8 +1,8 @@
 """Group replay: the coordinator's load of group records, one coordinator partition at a time.
 
 Group records (classic type 2; KIP-848 consumer, share and streams types 3-23) are a small part of the log
-and must be decoded by the Python codec anyway, so they are folded in log order by plain Python, one Spark
-task per coordinator partition (a group lives in exactly one, spec §9). The fold follows spec §7.3-§7.5:
+and must be decoded by the Python codec anyway, so they are folded in log order by plain Python, per
+coordinator partition (a group lives in exactly one, spec §9). The fold follows spec §7.3-§7.5:
 
 1. Identity. Per group id, the newest *identity event* decides who holds it: a value record of a family
    creates or keeps that family's group, a type-2 value makes it classic, and a type-2 tombstone or a
@@ -15,9 +15,10 @@ task per coordinator partition (a group lives in exactly one, spec §9). The fol
    is derived as ConsumerGroup / ShareGroup / StreamsGroup.maybeUpdateGroupState do.
 
 Every group-level change (a classic group's type-2 record, a modern group's epoch, members joining and
-leaving, a family change) is also emitted as a group event, with the state after it (jobs.history).
-Offsets are not replayed here: they stay native (jobs.replay); a group id with offsets and no holder is a
-simple group, decided there.
+leaving, a family change) is also emitted as a group event, with the state after it; so is the type-2
+tombstone of a group that held only offsets (a simple group, or one whose offsets were expired). Offsets are not
+replayed here (jobs.replay.offsets); a group id with offsets and no holder is a simple group
+(jobs.replay.partition).
 """
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ class Record:
         return self.value is not None
 
     def modern(self) -> dict[str, Any]:
-        """MODERN_DDL columns (jobs.decode); decoded once."""
+        """MODERN_DDL columns (jobs.decode.columns); decoded once."""
         if self._decoded is None:
             self._decoded = modern_columns(self.key, self.value)
         return self._decoded

@@ -12,13 +12,11 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import re
 import sys
 import tempfile
 import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from pyspark.sql import SparkSession
 
@@ -32,15 +30,12 @@ _spark_log: Path | None = None  # the local JVM's output, when this process star
 _keep_spark_log = False
 
 
-def get_spark(catalog: Path | None = None, input_bytes: int | None = None, reduced: bool = False) -> SparkSession:
+def get_spark(catalog: Path | None = None) -> SparkSession:
     """Return the active session (spark-submit, Databricks) or start a local one from conf/.
 
     Settings already given by the launcher win over conf/offsetlake.toml: the builder only fills gaps.
     `catalog`: a folder for Spark's Hive catalog in an embedded Derby database (jobs.lake.catalog), used when this
-    process builds the session and the launcher configured no catalog or metastore. `input_bytes`: the size
-    of the input this process will read, when known (jobs.sources.input_bytes), and `reduced`: whether it is
-    reduced before the JVM reads it (jobs.sources.early_reduction): they decide how a JVM this process starts
-    compiles (`compile_settings`).
+    process builds the session and the launcher configured no catalog or metastore.
     """
     from pyspark import SparkConf
 
@@ -48,19 +43,18 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None, reduc
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     active = SparkSession.getActiveSession()
     if active is not None:
-        return _tuned(active)
+        return active
     builder = SparkSession.builder
     launcher_conf: set[str] = set()
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Started by spark-submit: its JVM already holds the --conf values. (Reading SparkConf in a plain
         # Python run would start the JVM before spark.driver.memory could be applied.)
         launcher_conf = {k for k, _ in SparkConf().getAll()}
-    starts_jvm = _starts_jvm()  # then this process chooses how its JVM compiles
-    jvm_flags, compiling = compile_settings(input_bytes, reduced) if starts_jvm else ([], {})
-    settings = {**defaults()["spark"], **compiling}
+    starts_jvm = _starts_jvm()
+    settings = dict(defaults()["spark"])
     log4j = CONF_DIR / "log4j2.properties"
-    if starts_jvm:  # Spark's classes from this machine's class-data archive (jobs.runtime.jvm_archive)
-        jvm_flags += archive_flags(settings)
+    # Spark's classes from this machine's class-data archive (jobs.runtime.jvm_archive).
+    jvm_flags = archive_flags(settings) if starts_jvm else []
     settings["spark.driver.extraJavaOptions"] = " ".join([f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_flags])
     local_catalog = catalog is not None and not metastore_configured(launcher_conf)
     if local_catalog:
@@ -70,7 +64,7 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None, reduc
         builder = builder.config(key, value)
     if starts_jvm:
         _start_local_context(options)  # the builder below takes this context, with the same settings
-    spark = _tuned(builder.getOrCreate())
+    spark = builder.getOrCreate()
     if local_catalog:
         # Derby writes its log to the working folder unless told otherwise; it starts on first catalog use.
         catalog.mkdir(parents=True, exist_ok=True)
@@ -82,19 +76,6 @@ def get_spark(catalog: Path | None = None, input_bytes: int | None = None, reduc
     return spark
 
 
-def starts_local_jvm() -> int | None:
-    """The cores of the local master that `get_spark` would start its own JVM for (conf/offsetlake.toml's
-    `local`, `local[N]` or `local[*]`), known before it starts; None when a launcher, a Spark Connect server or
-    an earlier session owns the JVM, or the master is a cluster's."""
-    if not _starts_jvm():
-        return None
-    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", defaults()["spark"].get("spark.master", ""))
-    if match is None:
-        return None
-    threads = match.group(1) or "1"
-    return len(os.sched_getaffinity(0)) if threads == "*" else int(threads)
-
-
 def _starts_jvm() -> bool:
     """No JVM yet (pyspark keeps the one it started after a session stops), nor one of a launcher or of a Spark
     Connect server: a session built now starts its own."""
@@ -102,78 +83,6 @@ def _starts_jvm() -> bool:
 
     launcher = "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ
     return not launcher and SparkContext._gateway is None  # noqa: SLF001
-
-
-def _tuned(spark: SparkSession) -> SparkSession:
-    """Session settings offsetlake's plans need whoever started the session.
-
-    Constraint propagation infers filters by substituting every alias of a projection into the constraints
-    above it; over the chains of projections that read offset commits natively (jobs.native) that grows
-    without bound, and the optimizer would spend minutes on a plan. offsetlake's plans gain nothing from it.
-    """
-    spark.conf.set("spark.sql.constraintPropagation.enabled", "false")
-    return spark
-
-
-# Below this many input bytes (about 90k offset commits in a dump, 4k in a log dir) a rebuild's plans run
-# on a few rows each, and compiling them (whole-stage code generation, Janino) costs more than it saves:
-# 5 to 10 of a small rebuild's 30 seconds. Above it compiled code wins (1M records: 20 seconds sooner).
-SMALL_INPUT_BYTES = 1 << 20
-_INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-
-
-def is_small(input_bytes: int | None) -> bool:
-    """The input is known and small: its plans run interpreted (`sized_for`), on a JVM that compiles less."""
-    return input_bytes is not None and input_bytes < SMALL_INPUT_BYTES
-
-
-# Below this many input bytes (about 2.5M offset commits in a dump) a JVM offsetlake starts compiles with the
-# quick compiler only (`compile_settings`).
-QUICK_COMPILER_BYTES = 32 << 20
-
-
-def compile_settings(input_bytes: int | None, reduced: bool = False) -> tuple[list[str], dict[str, str]]:
-    """(JVM flags, Spark settings): how a JVM this process starts compiles Java, by the size of the input
-    (None: unknown, as a large one) and whether it is `reduced` before the JVM reads it.
-
-    HotSpot compiles hot methods twice, quickly (C1) and then well (C2). Most of a rebuild's JVM work below a
-    few million records is Spark's own code (planning, Janino, scheduling) warming up, and C2's compiler
-    thread spends seconds on it, a core that a two-core machine lacks: below QUICK_COMPILER_BYTES, C1 only
-    (whole processes, 1M records without history: 22 s instead of 28 s; 295 records: 18.6 s instead of 22.1 s).
-    Above it the rows win C2 back (5M records with history: C1 only is 1.04x slower; 20M: 1.09x), unless the
-    dump is `reduced` by tasks before the JVM sees it: then the JVM's rows are about one per key whatever the
-    dump's size, and C2 only compiles Spark's own code (20M records: 30 of the run's 71 CPU seconds): C1 only
-    (whole processes, 3 pairs: 0.83x without history, 0.84x with it). Every input that is not small
-    (`is_small`) also compiles methods over 8000 bytes of bytecode, which the JVM otherwise
-    leaves interpreted, so Spark's whole-stage methods may keep their default size (conf/offsetlake.toml lowers
-    hugeMethodLimit for JVMs offsetlake does not start). Measured on 20M records: 154 s instead of 171 s.
-    C1 alone would also shrink the code cache to 48 MB (HotSpot's "client" default), which those methods fill:
-    a 150k-record rebuild died with "Out of space in CodeCache"; it keeps the tiered default, 240 MB.
-    """
-    quick = (["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
-             if reduced or (input_bytes is not None and input_bytes < QUICK_COMPILER_BYTES) else [])
-    if is_small(input_bytes):
-        return quick, {}
-    return ["-XX:-DontCompileHugeMethods", *quick], {"spark.sql.codegen.hugeMethodLimit": "65535"}
-
-
-@contextmanager
-def sized_for(spark: SparkSession, input_bytes: int | None) -> Iterator[None]:
-    """Run the plans of a small input interpreted (no generated code), then restore the session's settings."""
-    if not is_small(input_bytes):
-        yield
-        return
-    before = {key: spark.conf.get(key, None) for key in _INTERPRETED}
-    for key, value in _INTERPRETED.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _start_local_context(options: dict[str, str]) -> None:

@@ -4,10 +4,10 @@ or fetched from a live cluster (`kafka`, `kafka:HOST:PORT`) for the topic-partit
 A file may carry a 4th column, `timestamp`: when that snapshot was taken (ISO-8601 or epoch milliseconds in
 text and CSV, `topic:partition:offset:timestamp`; a timestamp or int64 epoch-ms column in Parquet), so one
 file can hold many snapshots of the same partitions. Without it (or where a CSV cell is empty) the timestamp
-is null: the snapshot is taken to be at as_of, which jobs.end_offsets_history fills in once as_of is known.
+is null: the snapshot is taken to be at as_of, which jobs.derive.end_offsets fills in once as_of is known.
 
 A file is small (one row per topic-partition and snapshot): it is parsed and checked in Python
-(`load_end_offsets`), before Spark starts, and handed to Spark as it is.
+(`load_end_offsets`), before anything else starts.
 """
 from __future__ import annotations
 
@@ -23,8 +23,6 @@ from jobs.errors import BadInput
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
-
     from jobs.sources.kafka_client import Cluster
 
 log = logging.getLogger("offsetlake")
@@ -38,14 +36,8 @@ _INT32, _INT64 = 1 << 31, 1 << 63
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def read_end_offsets(spark: SparkSession, location: str) -> DataFrame:
-    """topic string, partition int, offset bigint, timestamp timestamp (null: at as_of); malformed input is a
-    BadInput naming the problem."""
-    return spark.createDataFrame(load_end_offsets(location))
-
-
 def check_end_offsets(location: str, source: SourceSpec, options: KafkaOptions) -> None:
-    """BadInput for what is wrong with --end-offsets before Spark starts (a live cluster is not contacted)."""
+    """BadInput for what is wrong with --end-offsets before the run (a live cluster is not contacted)."""
     if is_live(location):
         live_cluster(location, source, options)
     else:
@@ -222,18 +214,3 @@ def fetch_end_offsets(cluster: "Cluster", topic_partitions: list[tuple[str, int]
         log.info("no end offset for %d topic-partition(s) that no longer exist, e.g. %s-%d",
                  len(missing), *missing[0])
     return [(t, p, end, starts.get((t, p))) for (t, p), end in sorted(ends.items())]
-
-
-def live_end_offsets(spark: SparkSession, committed: DataFrame, cluster: "Cluster") -> DataFrame:
-    """End offsets of the topic-partitions in `committed` (one small row each, so collected), fetched now.
-
-    Columns: topic, partition, offset, log_start_offset, fetched_at (what consumer_lag records).
-    """
-    from pyspark.sql import functions as F
-
-    tps = [(r.topic, r.partition) for r in committed.select("topic", "partition").distinct().collect()]
-    fetched_at = datetime.now(timezone.utc)
-    rows = fetch_end_offsets(cluster, sorted(tps)) if tps else []
-    log.info("fetched end offsets of %d topic-partition(s) from %s", len(rows), cluster.bootstrap)
-    schema = "topic string, partition int, offset bigint, log_start_offset bigint"
-    return spark.createDataFrame(rows, schema).withColumn("fetched_at", F.lit(fetched_at).cast("timestamp"))
