@@ -1,5 +1,5 @@
-"""Offset-commit values for checking the readers that claim to accept only what the codec accepts (jobs.native,
-jobs.arrow_check): valid ones of every version, and damaged and random bytes."""
+"""Offset-commit values for checking the reader that claims to accept only what the codec accepts
+(jobs.decode.arrow_reader): valid ones of every version, and damaged and random bytes."""
 from __future__ import annotations
 
 import random
