@@ -63,12 +63,12 @@ class Stages:
         for name in outputs:
             shutil.rmtree(self.folder(stage, name), ignore_errors=True)
 
-    def read_group(self, stage: str, name: str, group: int) -> pa.Table:
+    def group_dataset(self, stage: str, name: str, group: int) -> pads.Dataset:
         """The rows of one group of coordinator partitions (the local runner's files of that group)."""
         folder = self.folder(stage, name)
         files = sorted((folder / f"g{group:05d}").glob("*.parquet")) if name == "log" else \
             sorted(folder.glob(f"g{group:05d}*.parquet"))
-        return _dataset(files, self.schemas[name]).to_table()
+        return _dataset(files, self.schemas[name])
 
 
 def _dataset(where: Path | list[Path], schema: pa.Schema) -> pads.Dataset:

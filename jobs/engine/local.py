@@ -146,10 +146,12 @@ class _Writers:
             return
         schema = self.outputs[name]
         table = conform(table, name) if self.stages.is_table(name) else table.select(schema.names).cast(schema)
-        if name == "log":  # by group of coordinator partitions, for the pass that replays them
-            group = group_of(table.column("coordinator_partition"), self.stages.groups)
-            for g in np.unique(group):
-                self._file(f"log/g{g:05d}", schema).write_table(table.filter(pa.array(group == g)))
+        if name == "log":  # by group of coordinator partitions, a row group per partition: the replay reads one
+            partition = table.column("coordinator_partition")
+            for p in pc.unique(partition).to_pylist():
+                rows = pc.is_null(partition) if p is None else pc.equal(partition, p)
+                g = group_of(pa.array([p], pa.int32()), self.stages.groups)[0]
+                self._file(f"log/g{g:05d}", schema).write_table(table.filter(rows))
         elif self.stages.is_table(name) and partition_columns(name):  # partitioned by folders: offset_commits
             self._written += 1
             _write_partitioned(table, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
@@ -195,26 +197,23 @@ def _chunk_task(plan: Any, task: Any, index: int, kernel: ChunkKernel, outputs: 
 
 def _partition_task(stage: str, group: int, inputs: dict[str, str], kernel: PartitionKernel,
                     outputs: dict[str, pa.Schema], stages: Stages) -> None:
-    tables = {name: stages.read_group(source, name, group) for name, source in inputs.items()}
+    """One group's coordinator partitions, one at a time: a task holds one partition's rows, not its group's."""
+    datasets = {name: stages.group_dataset(source, name, group) for name, source in inputs.items()}
     writers = _Writers(stages, stage, f"g{group:05d}", outputs)
     try:
-        for partition in _partitions(tables):
-            mine = {name: _rows_of(table, partition) for name, table in tables.items()}
-            for name, table in kernel(mine):
+        for partition in _partitions(datasets):
+            found = pc.field("coordinator_partition")
+            rows = found.is_null() if partition is None else found == partition
+            for name, table in kernel({name: data.to_table(filter=rows) for name, data in datasets.items()}):
                 writers.write(name, table)
     finally:
         writers.close()
 
 
-def _partitions(tables: dict[str, pa.Table]) -> list[int | None]:
-    """The coordinator partitions the tables hold rows of (None: rows without one), in order."""
+def _partitions(datasets: dict[str, pads.Dataset]) -> list[int | None]:
+    """The coordinator partitions the datasets hold rows of (None: rows without one), in order."""
     found: set = set()
-    for table in tables.values():
-        found |= set(pc.unique(table.column("coordinator_partition")).to_pylist())
+    for data in datasets.values():
+        found |= set(pc.unique(data.to_table(columns=["coordinator_partition"]).column(0)).to_pylist())
     return sorted(found, key=lambda p: (p is None, p if p is not None else 0))
-
-
-def _rows_of(table: pa.Table, partition: int | None) -> pa.Table:
-    column = table.column("coordinator_partition")
-    return table.filter(pc.is_null(column) if partition is None else pc.equal(column, partition))
 

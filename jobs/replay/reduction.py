@@ -66,7 +66,7 @@ def prefold(checked: Iterable[pa.Table], cutoff_us: int | None) -> Iterator[pa.T
         if not fold.all():
             yield rows.filter(pa.array(~fold))
         if fold.any():
-            folding.append(rows.filter(pa.array(fold)))
+            folding.append(_fold([rows.filter(pa.array(fold))]))  # a batch repeats its keys: folded at once
             held += folding[-1].num_rows
             if held > FOLD_ROWS:
                 folding = [_fold(folding)]
