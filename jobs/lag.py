@@ -8,14 +8,10 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from jobs.derive.lag import RATE_WINDOW_MS
 from jobs.end_offsets_history import TOPIC_PARTITION, end_offsets_history, micros, newest, passed_at, snapshot_series
 
 GROUP_PARTITION = ["group_id", *TOPIC_PARTITION]
-# 15 minutes: 180 commits at the Java consumer's default auto.commit.interval.ms (5 s), so a rate is an average
-# over many commits rather than the last two; three end-offset snapshots when rebuilds run every 5 minutes
-# (kafka-lag-exporter's lookup table spans 30 minutes at its default 30 s polling); and short enough to be the
-# rate of now, not of the day. --rate-window-minutes changes it.
-RATE_WINDOW_MS = 15 * 60_000
 
 
 def consumer_lag(committed: DataFrame, end_offsets: DataFrame, as_of: datetime | None = None,

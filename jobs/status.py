@@ -11,21 +11,15 @@ that need a lag are skipped where it is unknown; STOP and REWIND need only the c
 from __future__ import annotations
 
 from datetime import datetime
-from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from jobs.derive.status import ALLOWED_LAG, DECISIONS, GROUP_LEVELS, GROUP_STATUS, STATUS_WINDOW
 from jobs.end_offsets_history import (SNAPSHOTS_TYPE, TOPIC_PARTITION, end_offsets_history, log_end_at, micros, newest,
                                       snapshot_series)
 
 GROUP_PARTITION = ["group_id", *TOPIC_PARTITION]
-STATUS_WINDOW = 10  # Burrow's storage `intervals` default: commits kept per partition
-ALLOWED_LAG = 0  # Burrow's evaluator `allowed-lag` default: a lag at or below it counts as none
-# A partition's STOP, STALL or REWIND make its group ERR; the group is the worst of its partitions (Burrow's
-# evaluateConsumerStatus: OK < WARN < ERR).
-GROUP_STATUS = {"OK": "OK", "WARN": "WARN", "STOP": "ERR", "STALL": "ERR", "REWIND": "ERR"}
-GROUP_LEVELS = ("OK", "WARN", "ERR")  # least to most severe
 
 
 def group_status(commits: DataFrame, history: DataFrame | None, as_of: datetime, window: int = STATUS_WINDOW,
@@ -126,25 +120,6 @@ def current(window: Column, snapshots: Column) -> Column:
     """Burrow's CurrentLag: the newest log end at as_of minus the newest commit, 0 when ahead; null unknown."""
     lag = newest(snapshots).log_end_offset - F.try_element_at(window, F.lit(-1)).committed_offset
     return F.when(lag.isNotNull(), F.greatest(lag, F.lit(0)))
-
-
-class Decision(NamedTuple):
-    status: str
-    rule: str
-
-
-# calculatePartitionStatus's outcomes in its order; partition_status names the first whose test holds.
-DECISIONS = (
-    Decision("OK", "lag at as_of is within allowed-lag: never an error"),
-    Decision("STOP", "no commit for longer than the window spans (as_of - newest commit > newest - oldest commit)"),
-    Decision("REWIND", "a commit moved the offset back and no later commit came back to where it was"),
-    Decision("OK", "lag at the window's commits unknown (no end-offset snapshot at or before them): "
-                   "only STOP and REWIND checked"),
-    Decision("OK", "lag was within allowed-lag at a commit in the window"),
-    Decision("STALL", "lagging, and every commit in the window has the same offset"),
-    Decision("WARN", "offsets advance but the lag never decreased across the window"),
-    Decision("OK", "the lag decreased in the window"),  # none of the above
-)
 
 
 def partition_status(window: Column, snapshots: Column, current_lag: Column, at: Column, intervals: int,

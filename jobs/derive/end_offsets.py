@@ -1,0 +1,247 @@
+"""End-offset history (contract: end_offsets_history): every snapshot of a partition's log end offset seen,
+kept across runs into the same output, and what lag and Burrow's rules read from it.
+
+A snapshot is (topic, partition, log_end_offset, observed_at). Reading the history at a moment uses only
+snapshots observed at or before it: nothing later was known then. Between two snapshots the log end is taken
+to grow linearly, as kafka-lag-exporter's lookup table assumes. Times are epoch microseconds; where a rule
+computes with them it does so in doubles, operation by operation as the Spark rules did, so that a result is
+the same to the bit.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.lake.tables import TIMESTAMP, arrow_schema
+
+SCHEMA = arrow_schema("end_offsets_history")
+TOPIC_PARTITION = ["topic", "partition"]
+KEY = [*TOPIC_PARTITION, "observed_at"]  # the table is unique on it
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_NEVER = np.iinfo(np.int64).max  # a null log end, in Snapshots' running minimum: it never "had not passed" an offset
+
+
+def epoch_us(moment: datetime) -> int:
+    """A moment as epoch microseconds, exactly (a naive one is UTC, the session time zone Spark ran in)."""
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def history_rows(ends: pa.Table, as_of: datetime) -> pa.Table:
+    """The history rows (SCHEMA) of end offsets as read this run: topic, partition, offset, and optionally
+    timestamp (a file's), log_start_offset and fetched_at (a live fetch). observed_at is the file's timestamp,
+    else the fetch time, else `as_of`: a snapshot without a time (a 3-column file) is the one taken for as_of."""
+    def optional(name: str) -> pa.ChunkedArray | pa.Array:
+        dtype = SCHEMA.field(name).type if name != "timestamp" else TIMESTAMP
+        return ends.column(name).cast(dtype) if name in ends.column_names else pa.nulls(ends.num_rows, dtype)
+
+    observed = pc.coalesce(optional("timestamp"), optional("fetched_at"), pa.scalar(epoch_us(as_of), TIMESTAMP))
+    columns = {"topic": ends.column("topic"), "partition": ends.column("partition"),
+               "log_end_offset": ends.column("offset"), "log_start_offset": optional("log_start_offset"),
+               "observed_at": observed, "fetched_at": optional("fetched_at")}
+    return _conform(columns, ends.num_rows)
+
+
+def merge_history(previous: pa.Table | None, new: pa.Table) -> pa.Table:
+    """`previous` (the table as written by earlier runs, or None) plus this run's `new` rows, one row per
+    (topic, partition, observed_at), sorted by it: on a repeated key this run's row wins, so rerunning over the
+    same file changes nothing and a corrected file replaces its snapshot. Ties inside one frame keep the
+    highest log end, then log start, then fetch time (nulls last): deterministic. fetched_at is null where
+    `previous` has none."""
+    frames = [(new, 1)] if previous is None else [(new, 1), (previous, 0)]
+    both = pa.concat_tables([_conform({c: t.column(c) for c in t.column_names}, t.num_rows).append_column(
+        "_newer", pa.array(np.full(t.num_rows, newer, np.int8))) for t, newer in frames])
+    ranked = both.sort_by([*((c, "ascending", "at_end") for c in KEY), ("_newer", "descending", "at_end"),
+                           *((c, "descending", "at_end") for c in ("log_end_offset", "log_start_offset",
+                                                                   "fetched_at"))])
+    first = np.ones(ranked.num_rows, bool)  # the first row of its key
+    if ranked.num_rows:
+        first[1:] = ~np.logical_and.reduce([_same_as_previous(ranked.column(c)) for c in KEY])
+    return ranked.filter(pa.array(first)).select(SCHEMA.names)
+
+
+def _conform(columns: dict, n: int) -> pa.Table:
+    """SCHEMA's columns from `columns`, cast; a missing optional one null."""
+    return pa.table([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type) for f in SCHEMA],
+                    schema=SCHEMA)
+
+
+def _same_as_previous(column: pa.ChunkedArray) -> np.ndarray:
+    """Per row from the second: equal to the row before it, two nulls being equal."""
+    values = column.combine_chunks()
+    after, before = values[1:], values[:-1]
+    both_null = pc.and_(pc.is_null(after), pc.is_null(before))
+    return np.asarray(pc.or_(pc.fill_null(pc.equal(after, before), False), both_null), dtype=bool)
+
+
+class Snapshots:
+    """Every partition's snapshots, from a history table (SCHEMA; log_start_offset and fetched_at may be absent)
+    read at `as_of_us` (None: every snapshot), in the order Spark's sort_array gave each partition's
+    (observed_at, log_end_offset, log_start_offset, fetched_at; nulls first). Built once.
+
+    The rules (newest, log_end_at, passed_at, produce_rate, recent_log_end_at_most) take many rows at once:
+    `where` is each row's partition (find), and each result a pair (values, known), known False where SQL had
+    null. Only a history read without as_of can hold snapshots without observed_at: they sort first, and no
+    rule that compares times reads them."""
+
+    def __init__(self, table: pa.Table, as_of_us: int | None):
+        self.table, self.as_of_us = table, as_of_us  # table: sorted, partition by partition
+        n = table.num_rows
+        new_partition = np.ones(n, bool)
+        if n:
+            new_partition[1:] = ~(_same_as_previous(table.column("topic")) &
+                                  _same_as_previous(table.column("partition")))
+        # Per partition (numbered in table order), its rows of `table`: [start, stop), those with a time from timed.
+        self._start = np.flatnonzero(new_partition)
+        self._stop = np.append(self._start, n)[1:]
+        observed = table.column("observed_at")
+        untimed = (~known(observed)).astype(np.int64)
+        self._timed = self._start + (np.add.reduceat(untimed, self._start) if n else 0)
+        topics = table.column("topic").take(pa.array(self._start)).to_pylist()
+        partitions = table.column("partition").take(pa.array(self._start)).to_pylist()
+        self._partitions = {key: i for i, key in enumerate(zip(topics, partitions))}
+        self._observed = numbers(observed.cast(pa.int64()))
+        self._observed_f = self._observed.astype(np.float64)  # Spark's micros(): a double
+        log_end = table.column("log_end_offset")
+        self._log_end, self._known = numbers(log_end), known(log_end)
+        # From each row on, the first with a log end (n: none).
+        rows_with_one = np.append(np.where(self._known, np.arange(n), n), n)
+        self._next_log_end = np.minimum.accumulate(rows_with_one[::-1])[::-1]
+        # From each snapshot on, the lowest log end of its partition: non-decreasing, so searchable (passed_at).
+        stop_of = np.repeat(self._stop, self._stop - self._start)
+        self._floor = _suffix_min(np.where(self._known, self._log_end, _NEVER), stop_of)
+
+    @classmethod
+    def of(cls, history: pa.Table, as_of_us: int | None = None) -> Snapshots:
+        table = _conform({c: history.column(c) for c in history.column_names}, history.num_rows)
+        keep = pc.and_(pc.is_valid(table.column("topic")), pc.is_valid(table.column("partition")))  # never joined
+        if as_of_us is not None:  # a null observed_at is not at or before anything
+            keep = pc.and_(keep, pc.less_equal(table.column("observed_at"), pa.scalar(as_of_us, TIMESTAMP)))
+        return cls(table.filter(keep).sort_by([(c, "ascending", "at_start") for c in (
+            "topic", "partition", "observed_at", "log_end_offset", "log_start_offset", "fetched_at")]), as_of_us)
+
+    def find(self, rows: pa.Table) -> np.ndarray:
+        """Each row's (topic, partition) partition, -1 for one without snapshots."""
+        keys = zip(rows.column("topic").to_pylist(), rows.column("partition").to_pylist())
+        return np.array([self._partitions.get(key, -1) for key in keys], np.int64)
+
+    def latest(self) -> pa.Table:
+        """Per partition, its newest snapshot (SCHEMA): the end offsets lag subtracts from."""
+        return self.table.take(pa.array(self._stop - 1))
+
+    def newest(self, where: np.ndarray) -> np.ndarray:
+        """The row of `table` of each partition's newest snapshot."""
+        return self._stop[where] - 1
+
+    def log_end_at(self, where: np.ndarray, at_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The log end offset at each moment (epoch µs): linear between the snapshots before and after it
+        (rounded down: a log end is a whole offset), the newest before it when none follows (what a live reader
+        would hold then), unknown before the first snapshot."""
+        timed, stop = self._timed[where], self._stop[where]
+        after = _search(self._observed, timed, stop, at_us)  # the first snapshot observed after the moment
+        last = after == stop
+        before, following = self._clip(after - 1), self._clip(after)
+        end0, end1 = self._log_end[before], self._log_end[following]
+        t0, t1 = self._observed_f[before], self._observed_f[following]
+        with np.errstate(divide="ignore", invalid="ignore"):  # where not read
+            # Multiplied before divided: a log end that falls on a whole offset comes out exact, not a hair below.
+            grown = (at_us.astype(np.float64) - t0) * (end1 - end0).astype(np.float64)
+            between = np.where(last, 0.0, np.floor(end0 + grown / (t1 - t0))).astype(np.int64)
+        known_end = (after > timed) & self._known[before] & (last | self._known[following])
+        return np.where(last, end0, between), known_end
+
+    def passed_at(self, where: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """When the log end reached each offset, in epoch microseconds (doubles), as kafka-lag-exporter's lookup
+        table predicts it: on the line through the last snapshot whose log end had not passed the offset and the
+        next snapshot that had. Unknown when the history does not bracket it (it starts after the log end
+        passed, or the log end never passed it). Taking the *last* such snapshot follows the log end's newest
+        climb past the offset, should it ever have fallen back (a recreated topic)."""
+        timed, stop = self._timed[where], self._stop[where]
+        below = _search(self._floor, self._start[where], stop, offsets) - 1  # the last log end at or below it
+        has_below = below >= timed  # one without a time gives no line
+        below = self._clip(below)
+        # Every later snapshot with a log end has passed the offset: the first one observed after `below`.
+        above = self._next_log_end[_search(self._observed, timed, stop, self._observed[below])]
+        has_above = above < stop
+        above = self._clip(above)
+        end0, end1 = self._log_end[below], self._log_end[above]
+        t0, t1 = self._observed_f[below], self._observed_f[above]
+        with np.errstate(divide="ignore", invalid="ignore"):  # where not known: not read
+            # log end is end0 at t0 and end1 > offset at t1: solve for the offset
+            passed = t0 + (offsets - end0).astype(np.float64) * (t1 - t0) / (end1 - end0).astype(np.float64)
+        return passed, has_below & has_above
+
+    def produce_rate(self, where: np.ndarray, since: np.ndarray, until: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Log-end offsets per second over each (since, until] (epoch µs as doubles): the change between the
+        first and the last snapshot in it over the time between them; unknown with fewer than two, or no time
+        between them (a net rate: a fall in the window lowers it)."""
+        timed, stop = self._timed[where], self._stop[where]
+        first = _search(self._observed_f, timed, stop, since)
+        last = _search(self._observed_f, timed, stop, until) - 1
+        some = last >= first
+        first, last = self._clip(first), self._clip(last)
+        seconds = (self._observed_f[last] - self._observed_f[first]) / 1e6
+        delta = (self._log_end[last] - self._log_end[first]).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):  # where not known: not read
+            return delta / seconds, some & self._known[first] & self._known[last] & (seconds > 0)
+
+    def recent_log_end_at_most(self, where: np.ndarray, since_us: np.ndarray, offsets: np.ndarray, count: int
+                               ) -> np.ndarray:
+        """Whether a known log end among the last `count` snapshots observed at or after each `since_us` is at or
+        below its offset."""
+        stop = self._stop[where]
+        begin = np.maximum(_search(self._observed, self._timed[where], stop, since_us, right=False), stop - count)
+        lengths = np.maximum(stop - begin, 0)
+        rows = ranges(begin, begin + lengths)
+        hit = self._known[rows] & (self._log_end[rows] <= np.repeat(offsets, lengths))
+        return np.bincount(np.repeat(np.arange(len(where)), lengths), weights=hit, minlength=len(where)) > 0
+
+    def _clip(self, rows: np.ndarray) -> np.ndarray:
+        """Rows made valid indices, for values that are then masked."""
+        return np.clip(rows, 0, max(self.table.num_rows - 1, 0))
+
+
+def _search(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray, right: bool = True) -> np.ndarray:
+    """numpy's searchsorted of each x in its own sorted range values[lo:hi] (a binary search of all at once):
+    the first index there whose value is above x (right) or at least x (left), else hi."""
+    lo, hi = lo.copy(), hi.copy()
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        value = values[np.where(active, mid, 0)]
+        up = active & ((value <= x) if right else (value < x))
+        lo, hi = np.where(up, mid + 1, lo), np.where(active & ~up, mid, hi)
+
+
+def _suffix_min(values: np.ndarray, stop_of: np.ndarray) -> np.ndarray:
+    """Per element, the minimum of it and those after it up to its stop (doubling the span each pass)."""
+    low, step, index = values.copy(), 1, np.arange(len(values))
+    while step < len(values):
+        ahead = index + step
+        inside = ahead < stop_of
+        if not inside.any():
+            break
+        low = np.where(inside, np.minimum(low, low[np.where(inside, ahead, 0)]), low)
+        step *= 2
+    return low
+
+
+def ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """The numbers of every [start, stop), one range after the other."""
+    lengths = stops - starts
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
+
+
+def numbers(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """An integer column as int64 numpy, 0 where null (see known)."""
+    return np.asarray(pc.fill_null(column, 0).to_numpy(zero_copy_only=False), np.int64)
+
+
+def known(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Where a column is not null, as numpy."""
+    return np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), bool)
