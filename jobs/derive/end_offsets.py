@@ -9,7 +9,6 @@ the same to the bit.
 """
 from __future__ import annotations
 
-import math
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -22,7 +21,7 @@ SCHEMA = arrow_schema("end_offsets_history")
 TOPIC_PARTITION = ["topic", "partition"]
 KEY = [*TOPIC_PARTITION, "observed_at"]  # the table is unique on it
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_NEVER = np.iinfo(np.int64).max  # a null log end, in Series' running minimum: it never "had not passed" an offset
+_NEVER = np.iinfo(np.int64).max  # a null log end, in Snapshots' running minimum: it never "had not passed" an offset
 
 
 def epoch_us(moment: datetime) -> int:
@@ -56,7 +55,8 @@ def merge_history(previous: pa.Table | None, new: pa.Table) -> pa.Table:
     both = pa.concat_tables([_conform({c: t.column(c) for c in t.column_names}, t.num_rows).append_column(
         "_newer", pa.array(np.full(t.num_rows, newer, np.int8))) for t, newer in frames])
     ranked = both.sort_by([*((c, "ascending", "at_end") for c in KEY), ("_newer", "descending", "at_end"),
-                           *((c, "descending", "at_end") for c in ("log_end_offset", "log_start_offset", "fetched_at"))])
+                           *((c, "descending", "at_end") for c in ("log_end_offset", "log_start_offset",
+                                                                   "fetched_at"))])
     first = np.ones(ranked.num_rows, bool)  # the first row of its key
     if ranked.num_rows:
         first[1:] = ~np.logical_and.reduce([_same_as_previous(ranked.column(c)) for c in KEY])
@@ -77,118 +77,42 @@ def _same_as_previous(column: pa.ChunkedArray) -> np.ndarray:
     return np.asarray(pc.or_(pc.fill_null(pc.equal(after, before), False), both_null), dtype=bool)
 
 
-class Series:
-    """One partition's snapshots in the order Spark's sort_array gave them (observed_at, log_end_offset,
-    log_start_offset, fetched_at; nulls first): what newest, log_end_at and passed_at read.
-
-    Views of the Snapshots' arrays: row `start + i` of Snapshots.table is snapshot i. Only a history read
-    without as_of can hold snapshots without observed_at: they sort first (the first `timed`), and no rule that
-    compares times reads them."""
-
-    __slots__ = ("start", "timed", "times", "times_f", "log_end", "known", "_floor")
-
-    def __init__(self, start: int, observed: np.ndarray, observed_f: np.ndarray, timed: int, log_end: np.ndarray,
-                 known: np.ndarray):
-        self.start, self.timed = start, timed
-        self.times, self.times_f = observed[timed:], observed_f[timed:]  # epoch µs: as integers, as doubles
-        self.log_end, self.known = log_end, known  # known: log_end_offset is not null
-        self._floor: np.ndarray | None = None
-
-    def newest(self) -> int:
-        """The row (in Snapshots.table) of the newest snapshot."""
-        return self.start + len(self.log_end) - 1
-
-    def newest_log_end(self) -> int | None:
-        return self._end(len(self.log_end) - 1)
-
-    def _end(self, i: int) -> int | None:
-        return int(self.log_end[i]) if self.known[i] else None
-
-    def log_end_at(self, at_us: int | None) -> int | None:
-        """The log end offset at the moment `at_us`: linear between the snapshots before and after it (rounded
-        down: a log end is a whole offset), the newest before it when none follows (what a live reader would
-        hold then), null before the first snapshot."""
-        if at_us is None:
-            return None
-        after = int(np.searchsorted(self.times, at_us, "right"))  # the first observed after `at`
-        if after == 0:
-            return None
-        end0 = self._end(self.timed + after - 1)
-        if after == len(self.times) or end0 is None:
-            return end0
-        end1 = self._end(self.timed + after)
-        if end1 is None:
-            return None
-        t0, t1 = float(self.times_f[after - 1]), float(self.times_f[after])
-        # Multiplied before divided: a log end that falls on a whole offset comes out exact, not a hair below it.
-        grown = (float(at_us) - t0) * (end1 - end0)
-        return math.floor(end0 + grown / (t1 - t0))
-
-    def passed_at(self, offset: int | None) -> float | None:
-        """When the log end reached `offset`, in epoch microseconds (a double), as kafka-lag-exporter's lookup
-        table predicts it: on the line through the last snapshot whose log end had not passed the offset and the
-        next snapshot that had. Null when the history does not bracket it (it starts after the log end passed,
-        or the log end never passed it). Taking the *last* such snapshot follows the log end's newest climb past
-        the offset, should it ever have fallen back (a recreated topic)."""
-        if offset is None:
-            return None
-        if self._floor is None:  # the lowest log end from each snapshot on: non-decreasing, so searchable
-            ends = np.where(self.known, self.log_end, _NEVER)
-            self._floor = np.minimum.accumulate(ends[::-1])[::-1]
-        below = int(np.searchsorted(self._floor, offset, "right")) - 1  # the last log end at or below offset
-        if below < self.timed:  # none, or one without a time: nothing to draw the line from
-            return None
-        # Every later snapshot with a log end has passed the offset: the first one observed after `below`.
-        above = self.timed + int(np.searchsorted(self.times, self.times[below - self.timed], "right"))
-        while above < len(self.log_end) and not self.known[above]:
-            above += 1
-        if above == len(self.log_end):
-            return None
-        end0, end1 = int(self.log_end[below]), int(self.log_end[above])
-        t0, t1 = float(self.times_f[below - self.timed]), float(self.times_f[above - self.timed])
-        # log end is end0 at t0 and end1 > offset at t1: solve for the offset
-        return t0 + (offset - end0) * (t1 - t0) / (end1 - end0)
-
-    def rate(self, since: float, until: float) -> float | None:
-        """Log-end offsets per second over (since, until] (epoch µs as doubles): the change between the first
-        and the last snapshot in it over the time between them; null with fewer than two, or no time between."""
-        first = int(np.searchsorted(self.times_f, since, "right"))
-        last = int(np.searchsorted(self.times_f, until, "right")) - 1
-        if last < first:
-            return None
-        return per_second(self._end(self.timed + first), self._end(self.timed + last), float(self.times_f[first]),
-                          float(self.times_f[last]))
-
-    def log_ends_since(self, since_us: int, count: int) -> list[int]:
-        """The known log ends of the last `count` snapshots observed at or after `since_us`."""
-        begin = max(int(np.searchsorted(self.times, since_us, "left")), len(self.times) - count)
-        rows = range(self.timed + begin, len(self.log_end))
-        return [int(self.log_end[i]) for i in rows if self.known[i]]
-
-
-def per_second(earlier: int | None, later: int | None, earlier_us: float, later_us: float) -> float | None:
-    """(later - earlier) / seconds between the two moments (epoch µs, doubles); null when they are equal (never
-    a division by zero) or a value is."""
-    seconds = (later_us - earlier_us) / 1e6
-    if earlier is None or later is None or not seconds > 0:
-        return None
-    return (later - earlier) / seconds
-
-
 class Snapshots:
-    """Every partition's Series, from a history table (SCHEMA; log_start_offset and fetched_at may be absent)
-    read at `as_of_us` (None: every snapshot). Built once; a rule looks each partition up by name."""
+    """Every partition's snapshots, from a history table (SCHEMA; log_start_offset and fetched_at may be absent)
+    read at `as_of_us` (None: every snapshot), in the order Spark's sort_array gave each partition's
+    (observed_at, log_end_offset, log_start_offset, fetched_at; nulls first). Built once.
 
-    def __init__(self, table: pa.Table, spans: dict[tuple[str, int], tuple[int, int, int]], as_of_us: int | None):
+    The rules (newest, log_end_at, passed_at, produce_rate, recent_log_end_at_most) take many rows at once:
+    `where` is each row's partition (find), and each result a pair (values, known), known False where SQL had
+    null. Only a history read without as_of can hold snapshots without observed_at: they sort first, and no
+    rule that compares times reads them."""
+
+    def __init__(self, table: pa.Table, as_of_us: int | None):
         self.table, self.as_of_us = table, as_of_us  # table: sorted, partition by partition
-        self._spans = spans  # (topic, partition) -> (start, first with observed_at, stop)
+        n = table.num_rows
+        new_partition = np.ones(n, bool)
+        if n:
+            new_partition[1:] = ~(_same_as_previous(table.column("topic")) &
+                                  _same_as_previous(table.column("partition")))
+        # Per partition (numbered in table order), its rows of `table`: [start, stop), those with a time from timed.
+        self._start = np.flatnonzero(new_partition)
+        self._stop = np.append(self._start, n)[1:]
         observed = table.column("observed_at")
-        self._observed = np.asarray(pc.fill_null(observed.cast(pa.int64()), 0).to_numpy(), np.int64)
+        untimed = (~known(observed)).astype(np.int64)
+        self._timed = self._start + (np.add.reduceat(untimed, self._start) if n else 0)
+        topics = table.column("topic").take(pa.array(self._start)).to_pylist()
+        partitions = table.column("partition").take(pa.array(self._start)).to_pylist()
+        self._partitions = {key: i for i, key in enumerate(zip(topics, partitions))}
+        self._observed = numbers(observed.cast(pa.int64()))
         self._observed_f = self._observed.astype(np.float64)  # Spark's micros(): a double
         log_end = table.column("log_end_offset")
-        self._log_end = np.asarray(pc.fill_null(log_end, 0).to_numpy(), np.int64)
-        self._known = np.asarray(pc.is_valid(log_end).to_numpy(zero_copy_only=False), bool)
-        self._series: dict[tuple[str, int], Series] = {}
+        self._log_end, self._known = numbers(log_end), known(log_end)
+        # From each row on, the first with a log end (n: none).
+        rows_with_one = np.append(np.where(self._known, np.arange(n), n), n)
+        self._next_log_end = np.minimum.accumulate(rows_with_one[::-1])[::-1]
+        # From each snapshot on, the lowest log end of its partition: non-decreasing, so searchable (passed_at).
+        stop_of = np.repeat(self._stop, self._stop - self._start)
+        self._floor = _suffix_min(np.where(self._known, self._log_end, _NEVER), stop_of)
 
     @classmethod
     def of(cls, history: pa.Table, as_of_us: int | None = None) -> Snapshots:
@@ -196,31 +120,128 @@ class Snapshots:
         keep = pc.and_(pc.is_valid(table.column("topic")), pc.is_valid(table.column("partition")))  # never joined
         if as_of_us is not None:  # a null observed_at is not at or before anything
             keep = pc.and_(keep, pc.less_equal(table.column("observed_at"), pa.scalar(as_of_us, TIMESTAMP)))
-        table = table.filter(keep).sort_by([(c, "ascending", "at_start") for c in (
-            "topic", "partition", "observed_at", "log_end_offset", "log_start_offset", "fetched_at")])
-        n = table.num_rows
-        new_key = np.ones(n, bool)
-        if n:
-            new_key[1:] = ~(_same_as_previous(table.column("topic")) & _same_as_previous(table.column("partition")))
-        starts = np.flatnonzero(new_key)
-        stops = np.append(starts[1:], n)
-        untimed = np.asarray(pc.is_null(table.column("observed_at")).to_numpy(zero_copy_only=False), np.int64)
-        timed = starts + (np.add.reduceat(untimed, starts) if n else 0)  # nulls sort first in each partition
-        topics = table.column("topic").take(pa.array(starts)).to_pylist()
-        partitions = table.column("partition").take(pa.array(starts)).to_pylist()
-        spans = {(t, p): (int(a), int(m), int(b)) for t, p, a, m, b in zip(topics, partitions, starts, timed, stops)}
-        return cls(table, spans, as_of_us)
+        return cls(table.filter(keep).sort_by([(c, "ascending", "at_start") for c in (
+            "topic", "partition", "observed_at", "log_end_offset", "log_start_offset", "fetched_at")]), as_of_us)
 
-    def series(self, topic: str | None, partition: int | None) -> Series | None:
-        """The partition's snapshots, None without any."""
-        key = (topic, partition)
-        found = self._series.get(key)
-        if found is None and key in self._spans:
-            start, timed, stop = self._spans[key]
-            found = self._series[key] = Series(start, self._observed[start:stop], self._observed_f[start:stop],
-                                               timed - start, self._log_end[start:stop], self._known[start:stop])
-        return found
+    def find(self, rows: pa.Table) -> np.ndarray:
+        """Each row's (topic, partition) partition, -1 for one without snapshots."""
+        keys = zip(rows.column("topic").to_pylist(), rows.column("partition").to_pylist())
+        return np.array([self._partitions.get(key, -1) for key in keys], np.int64)
 
     def latest(self) -> pa.Table:
         """Per partition, its newest snapshot (SCHEMA): the end offsets lag subtracts from."""
-        return self.table.take(pa.array([stop - 1 for _, _, stop in self._spans.values()], pa.int64()))
+        return self.table.take(pa.array(self._stop - 1))
+
+    def newest(self, where: np.ndarray) -> np.ndarray:
+        """The row of `table` of each partition's newest snapshot."""
+        return self._stop[where] - 1
+
+    def log_end_at(self, where: np.ndarray, at_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The log end offset at each moment (epoch µs): linear between the snapshots before and after it
+        (rounded down: a log end is a whole offset), the newest before it when none follows (what a live reader
+        would hold then), unknown before the first snapshot."""
+        timed, stop = self._timed[where], self._stop[where]
+        after = _search(self._observed, timed, stop, at_us)  # the first snapshot observed after the moment
+        last = after == stop
+        before, following = self._clip(after - 1), self._clip(after)
+        end0, end1 = self._log_end[before], self._log_end[following]
+        t0, t1 = self._observed_f[before], self._observed_f[following]
+        with np.errstate(divide="ignore", invalid="ignore"):  # where not read
+            # Multiplied before divided: a log end that falls on a whole offset comes out exact, not a hair below.
+            grown = (at_us.astype(np.float64) - t0) * (end1 - end0).astype(np.float64)
+            between = np.where(last, 0.0, np.floor(end0 + grown / (t1 - t0))).astype(np.int64)
+        known_end = (after > timed) & self._known[before] & (last | self._known[following])
+        return np.where(last, end0, between), known_end
+
+    def passed_at(self, where: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """When the log end reached each offset, in epoch microseconds (doubles), as kafka-lag-exporter's lookup
+        table predicts it: on the line through the last snapshot whose log end had not passed the offset and the
+        next snapshot that had. Unknown when the history does not bracket it (it starts after the log end
+        passed, or the log end never passed it). Taking the *last* such snapshot follows the log end's newest
+        climb past the offset, should it ever have fallen back (a recreated topic)."""
+        timed, stop = self._timed[where], self._stop[where]
+        below = _search(self._floor, self._start[where], stop, offsets) - 1  # the last log end at or below it
+        has_below = below >= timed  # one without a time gives no line
+        below = self._clip(below)
+        # Every later snapshot with a log end has passed the offset: the first one observed after `below`.
+        above = self._next_log_end[_search(self._observed, timed, stop, self._observed[below])]
+        has_above = above < stop
+        above = self._clip(above)
+        end0, end1 = self._log_end[below], self._log_end[above]
+        t0, t1 = self._observed_f[below], self._observed_f[above]
+        with np.errstate(divide="ignore", invalid="ignore"):  # where not known: not read
+            # log end is end0 at t0 and end1 > offset at t1: solve for the offset
+            passed = t0 + (offsets - end0).astype(np.float64) * (t1 - t0) / (end1 - end0).astype(np.float64)
+        return passed, has_below & has_above
+
+    def produce_rate(self, where: np.ndarray, since: np.ndarray, until: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Log-end offsets per second over each (since, until] (epoch µs as doubles): the change between the
+        first and the last snapshot in it over the time between them; unknown with fewer than two, or no time
+        between them (a net rate: a fall in the window lowers it)."""
+        timed, stop = self._timed[where], self._stop[where]
+        first = _search(self._observed_f, timed, stop, since)
+        last = _search(self._observed_f, timed, stop, until) - 1
+        some = last >= first
+        first, last = self._clip(first), self._clip(last)
+        seconds = (self._observed_f[last] - self._observed_f[first]) / 1e6
+        delta = (self._log_end[last] - self._log_end[first]).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):  # where not known: not read
+            return delta / seconds, some & self._known[first] & self._known[last] & (seconds > 0)
+
+    def recent_log_end_at_most(self, where: np.ndarray, since_us: np.ndarray, offsets: np.ndarray, count: int
+                               ) -> np.ndarray:
+        """Whether a known log end among the last `count` snapshots observed at or after each `since_us` is at or
+        below its offset."""
+        stop = self._stop[where]
+        begin = np.maximum(_search(self._observed, self._timed[where], stop, since_us, right=False), stop - count)
+        lengths = np.maximum(stop - begin, 0)
+        rows = ranges(begin, begin + lengths)
+        hit = self._known[rows] & (self._log_end[rows] <= np.repeat(offsets, lengths))
+        return np.bincount(np.repeat(np.arange(len(where)), lengths), weights=hit, minlength=len(where)) > 0
+
+    def _clip(self, rows: np.ndarray) -> np.ndarray:
+        """Rows made valid indices, for values that are then masked."""
+        return np.clip(rows, 0, max(self.table.num_rows - 1, 0))
+
+
+def _search(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray, right: bool = True) -> np.ndarray:
+    """numpy's searchsorted of each x in its own sorted range values[lo:hi] (a binary search of all at once):
+    the first index there whose value is above x (right) or at least x (left), else hi."""
+    lo, hi = lo.copy(), hi.copy()
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        value = values[np.where(active, mid, 0)]
+        up = active & ((value <= x) if right else (value < x))
+        lo, hi = np.where(up, mid + 1, lo), np.where(active & ~up, mid, hi)
+
+
+def _suffix_min(values: np.ndarray, stop_of: np.ndarray) -> np.ndarray:
+    """Per element, the minimum of it and those after it up to its stop (doubling the span each pass)."""
+    low, step, index = values.copy(), 1, np.arange(len(values))
+    while step < len(values):
+        ahead = index + step
+        inside = ahead < stop_of
+        if not inside.any():
+            break
+        low = np.where(inside, np.minimum(low, low[np.where(inside, ahead, 0)]), low)
+        step *= 2
+    return low
+
+
+def ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """The numbers of every [start, stop), one range after the other."""
+    lengths = stops - starts
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
+
+
+def numbers(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """An integer column as int64 numpy, 0 where null (see known)."""
+    return np.asarray(pc.fill_null(column, 0).to_numpy(zero_copy_only=False), np.int64)
+
+
+def known(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Where a column is not null, as numpy."""
+    return np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), bool)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from jobs.derive.end_offsets import Series, Snapshots, epoch_us
+from jobs.derive.end_offsets import Snapshots, epoch_us, known, numbers
 from jobs.lake.tables import TIMESTAMP, arrow_schema
 
 # 15 minutes: 180 commits at the Java consumer's default auto.commit.interval.ms (5 s), so a rate is an average
@@ -37,69 +39,72 @@ def consumer_lag(committed: pa.Table, snapshots: Snapshots, as_of: datetime | No
     at_us = None if as_of is None else epoch_us(as_of)
     if snapshots.as_of_us != at_us:
         raise ValueError(f"end offsets read at {snapshots.as_of_us} µs, lag measured at {at_us}")
-    consumed = {} if rates is None else {
-        key: rate for key, rate in zip(zip(*(rates.column(c).to_pylist() for c in ("group_id", "topic", "partition"))),
-                                        rates.column("consume_rate").to_pylist())}
-    groups, topics, partitions, offsets = (committed.column(c).to_pylist() for c in (
-        "group_id", "topic", "partition", "committed_offset"))
+    where = snapshots.find(committed)
+    rows = pa.array(np.flatnonzero(where >= 0))  # an inner join: no end offsets, no lag
+    committed, where = committed.take(rows), where[where >= 0]
+    offset, has_offset = numbers(committed.column("committed_offset")), known(committed.column("committed_offset"))
     measured = committed.column("as_of").cast(TIMESTAMP)
-    measured_us = measured.cast(pa.int64()).to_pylist() if at_us is None else [at_us] * committed.num_rows
-    joined, newest, series = [], [], []
-    for i, (topic, partition) in enumerate(zip(topics, partitions)):
-        found = snapshots.series(topic, partition)
-        if found is not None:  # an inner join: a partition without end offsets has no lag
-            joined.append(i)
-            newest.append(found.newest())
-            series.append(found)
-    schema = arrow_schema("consumer_lag")
-    if not joined:
-        return schema.empty_table()
-    current = snapshots.table.take(pa.array(newest, pa.int64()))
-    ends = current.column("log_end_offset").to_pylist()
-    starts = current.column("log_start_offset").to_pylist()
-    columns: dict[str, list] = {name: [] for name in (
-        "committed_offset", "lag", "lag_seconds", "consume_rate", "produce_rate", "catch_up_seconds",
-        "below_log_start")}
-    for i, found, end, start in zip(joined, series, ends, starts):
-        offset, at = offsets[i], measured_us[i]
-        lag = None if end is None or offset is None else end - offset
-        consume = consumed.get((groups[i], topics[i], partitions[i]))
-        produce = None if at is None else found.rate(float(at) - rate_window_ms * 1000.0, float(at))
-        columns["committed_offset"].append(offset)
-        columns["lag"].append(lag)
-        columns["lag_seconds"].append(lag_in_time(found, offset, lag, at))
-        columns["consume_rate"].append(consume)
-        columns["produce_rate"].append(produce)
-        columns["catch_up_seconds"].append(catch_up(lag, consume, produce))
+    if at_us is None:
+        at, has_at = numbers(measured.cast(pa.int64())).astype(np.float64), known(measured)
+    else:
+        at, has_at = np.full(committed.num_rows, float(at_us)), np.ones(committed.num_rows, bool)
+    current = snapshots.table.take(pa.array(snapshots.newest(where)))
+    end, has_end = numbers(current.column("log_end_offset")), known(current.column("log_end_offset"))
+    lag, has_lag = end - offset, has_end & has_offset
+    passed, has_passed = snapshots.passed_at(where, offset)
+    seconds, has_seconds = lag_in_time(passed, has_passed & has_offset, lag, has_lag, at, has_at)
+    consume, has_consume = _consume_rates(committed, rates)
+    produce, has_produce = snapshots.produce_rate(where, at - rate_window_ms * 1000.0, at)
+    has_produce &= has_at
+    catch, has_catch = catch_up(lag, has_lag, consume, has_consume, produce, has_produce)
+    columns = {
+        **{c: committed.column(c) for c in ("group_id", "topic", "partition", "committed_offset")},
+        "log_end_offset": current.column("log_end_offset"),
+        "lag": pa.array(lag, mask=~has_lag),
+        "as_of": measured,
+        "lag_seconds": pa.array(seconds, mask=~has_seconds),
+        "consume_rate": pa.array(consume, mask=~has_consume),
+        "produce_rate": pa.array(produce, mask=~has_produce),
+        "catch_up_seconds": pa.array(catch, mask=~has_catch),
+        "end_offsets_fetched_at": current.column("fetched_at"),
+        "log_start_offset": current.column("log_start_offset"),
         # Retention deleted what this offset points at: the consumer will reset (auto.offset.reset).
-        columns["below_log_start"].append(None if offset is None or start is None else offset < start)
-    rows = pa.array(joined, pa.int64())
-    out = {**{c: committed.column(c).take(rows) for c in ("group_id", "topic", "partition")},
-           "as_of": measured.take(rows), "log_end_offset": current.column("log_end_offset"),
-           "end_offsets_fetched_at": current.column("fetched_at"), "log_start_offset": current.column("log_start_offset"),
-           **columns}
-    return pa.table([pa.array(out[f.name], f.type) if isinstance(out[f.name], list) else out[f.name].cast(f.type)
-                     for f in schema], schema=schema)
+        "below_log_start": pc.less(committed.column("committed_offset"), current.column("log_start_offset")),
+    }
+    schema = arrow_schema("consumer_lag")
+    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
 
 
-def lag_in_time(series: Series, offset: int | None, lag: int | None, at_us: int | None) -> float | None:
-    """Seconds from when the log end passed the committed offset to `at_us`: how old the oldest unconsumed
-    record is, interpolated from the snapshots as kafka-lag-exporter does (Series.passed_at). 0 when the
-    consumer is at or past the log end; null, never NaN, when no two snapshots bracket the committed offset."""
-    if lag is not None and lag <= 0:
-        return 0.0
-    passed = series.passed_at(offset)
-    if passed is None or at_us is None:
-        return None
-    # The log end may have passed the offset only after `at` (a snapshot given without as_of): nothing unread then.
-    return max((float(at_us) - passed) / 1e6, 0.0)
+def _consume_rates(rows: pa.Table, rates: pa.Table | None) -> tuple[np.ndarray, np.ndarray]:
+    """The consume rate of each row's offset (group_id, topic, partition): a left join on `rates`."""
+    if rates is None:
+        return np.zeros(rows.num_rows), np.zeros(rows.num_rows, bool)
+    keys = ("group_id", "topic", "partition")
+    rate_of = dict(zip(zip(*(rates.column(c).to_pylist() for c in keys)), rates.column("consume_rate").to_pylist()))
+    found = pa.array([rate_of.get(k) if None not in k else None  # a null never joins
+                      for k in zip(*(rows.column(c).to_pylist() for c in keys))], pa.float64())
+    return pc.fill_null(found, 0.0).to_numpy(), known(found)
 
 
-def catch_up(lag: int | None, consume_rate: float | None, produce_rate: float | None) -> float | None:
+def lag_in_time(passed: np.ndarray, has_passed: np.ndarray, lag: np.ndarray, has_lag: np.ndarray, at: np.ndarray,
+                has_at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds (with whether known) from when the log end passed the committed offset (Snapshots.passed_at) to
+    `at` (epoch µs, doubles): how old the oldest unconsumed record is, interpolated from the snapshots as
+    kafka-lag-exporter does. 0 when the consumer is at or past the log end; null, never NaN, when no two
+    snapshots bracket the committed offset."""
+    caught_up = has_lag & (lag <= 0)
+    # The log end may have passed the offset only after `at` (a snapshot given without as_of): nothing unread
+    # then. A row without as_of gets 0 too: Spark's greatest skipped the null.
+    behind = np.where(has_at, np.maximum((at - passed) / 1e6, 0.0), 0.0)
+    return np.where(caught_up, 0.0, behind), caught_up | has_passed
+
+
+def catch_up(lag: np.ndarray, has_lag: np.ndarray, consume: np.ndarray, has_consume: np.ndarray, produce: np.ndarray,
+             has_produce: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Seconds until the consumer reaches the log end at today's rates: lag / (consume - produce) when the
     consumer gains on the producers, else null (it never catches up, or a rate is unknown). A consumer at or
     past the log end needs 0 (so does an unknown lag: Spark's greatest skipped the null)."""
-    if consume_rate is None or produce_rate is None:
-        return None
-    gain = consume_rate - produce_rate
-    return float(max(lag, 0) if lag is not None else 0) / gain if gain > 0 else None
+    gain = consume - produce
+    gains = has_consume & has_produce & (gain > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # where it does not gain: not read
+        return np.where(has_lag, np.maximum(lag, 0), 0).astype(np.float64) / gain, gains

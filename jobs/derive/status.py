@@ -2,11 +2,11 @@
 judged by Burrow's rules in Burrow's order (linkedin/Burrow core/internal/evaluator/caching.go,
 calculatePartitionStatus), and each group by its worst partition.
 
-A window is the last N commits of a (group, topic, partition) up to as_of (Burrow's storage `intervals`),
-in log order, after the offset's last tombstone (jobs.replay.history.commit_windows). The lag at each commit
-is the log end at the commit's time (Series.log_end_at: interpolated between the snapshots around it, else the
-newest before it) minus the committed offset, never below zero (Burrow's storage clamps it too); unknown
-before the history starts. Rules that need a lag are skipped where it is unknown; STOP and REWIND need only the
+A window is the last N commits of a (group, topic, partition) up to as_of (Burrow's storage `intervals`), in
+log order, after the offset's last tombstone (jobs.replay.history.commit_windows). The lag at each commit is
+the log end at the commit's time (Snapshots.log_end_at: interpolated between the snapshots around it, else the
+newest before it) minus the committed offset, never below zero (Burrow's storage clamps it too); unknown before
+the history starts. Rules that need a lag are skipped where it is unknown; STOP and REWIND need only the
 commits and as_of.
 """
 from __future__ import annotations
@@ -14,10 +14,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.derive.end_offsets import Series, Snapshots, epoch_us
+from jobs.derive.end_offsets import Snapshots, epoch_us, known, numbers, ranges
 from jobs.lake.tables import TIMESTAMP, arrow_schema
 
 STATUS_WINDOW = 10  # Burrow's storage `intervals` default: commits kept per partition
@@ -55,95 +56,102 @@ def group_status(windows: pa.Table, snapshots: Snapshots | None, as_of: datetime
     evaluator's `allowed-lag`.
 
     Called once per coordinator partition: a group lives in exactly one, so the worst status among the rows
-    given is the worst of all the group's partitions (group_status)."""
+    given is the worst of all the group's partitions (Spark took it over all the group's rows)."""
     at_us = epoch_us(as_of)
     if snapshots is not None and snapshots.as_of_us != at_us:
         raise ValueError(f"end offsets read at {snapshots.as_of_us} µs, judged at {at_us}")
+    # An offset without commits has no window (commit_windows gives none).
+    windows = windows.filter(pc.fill_null(pc.greater(pc.list_value_length(windows.column("window")), 0), False))
     lists = windows.column("window").combine_chunks()
-    sizes = pc.fill_null(lists.value_lengths(), 0).to_pylist()  # an offset without commits has no window
+    sizes = numbers(lists.value_lengths())
+    stops = np.cumsum(sizes)
+    starts = stops - sizes
     points = lists.flatten()
-    times = pc.struct_field(points, "committed_at").cast(TIMESTAMP).cast(pa.int64()).to_pylist()
-    offsets = pc.struct_field(points, "committed_offset").to_pylist()
-    keys = zip(*(windows.column(c).to_pylist() for c in ("group_id", "topic", "partition")))
-    rows: dict[str, list] = {name: [] for name in arrow_schema("group_status").names}
-    end = 0
-    for (group, topic, partition), size in zip(keys, sizes):
-        start, end = end, end + size
-        if not size:
-            continue
-        series = snapshots.series(topic, partition) if snapshots is not None else None
-        committed_at, committed = times[start:end], offsets[start:end]
-        lags = [lag_at(series, t, o) for t, o in zip(committed_at, committed)]
-        current_lag = current(series, committed[-1])
-        decision = DECISIONS[partition_status(committed_at, committed, lags, series, current_lag, at_us, window,
-                                              allowed_lag)]
-        for name, value in (("group_id", group), ("topic", topic), ("partition", partition),
-                            ("status", decision.status), ("rule", decision.rule), ("window_commits", size),
-                            ("window_start", committed_at[0]), ("window_end", committed_at[-1]), ("lag", lags[-1]),
-                            ("as_of", at_us), ("current_lag", current_lag),
-                            ("complete", size / window),  # Burrow's Complete: how full the window is
-                            ("window_offsets", committed), ("window_lags", lags)):
-            rows[name].append(value)
+    committed_at = pc.struct_field(points, "committed_at").cast(TIMESTAMP)
+    offsets = pc.struct_field(points, "committed_offset")
+    at, offset = numbers(committed_at.cast(pa.int64())), numbers(offsets)
+    has_at, has_offset = known(committed_at), known(offsets)
+    first, last = starts, stops - 1  # each window's oldest and newest commit
+    where = snapshots.find(windows) if snapshots is not None else np.full(windows.num_rows, -1)
+    has_series = where >= 0
+    # Each commit's lag: the log end then minus its offset, 0 when the consumer is ahead (Burrow's storage: its
+    # broker offsets are periodic, so a commit may pass them; 0 too without an offset, as Spark's greatest
+    # skipped the null); null when the log end then is unknown.
+    end, has_end = np.zeros(len(at), np.int64), np.zeros(len(at), bool)
+    if has_series.any():
+        commits = ranges(starts[has_series], stops[has_series])
+        end[commits], has_end[commits] = snapshots.log_end_at(np.repeat(where[has_series], sizes[has_series]),
+                                                              at[commits])
+    lags = pa.array(np.where(has_offset, np.maximum(end - offset, 0), 0), mask=~(has_end & has_at))
+    # Burrow's CurrentLag: the newest log end at as_of minus the newest commit, 0 when ahead; null when unknown.
+    newest = np.zeros(windows.num_rows, np.int64)
+    has_newest = np.zeros(windows.num_rows, bool)
+    if has_series.any():
+        newest_end = snapshots.table.column("log_end_offset").take(pa.array(snapshots.newest(where[has_series])))
+        newest[has_series], has_newest[has_series] = numbers(newest_end), known(newest_end)
+    current_lag = pa.array(np.maximum(newest - offset[last], 0), mask=~(has_newest & has_offset[last]))
+    # Rule 3 (checkIfOffsetsStopped): no commit for longer than the window spans, with "now" = as_of ...
+    first_f, last_f = at[first].astype(np.float64), at[last].astype(np.float64)
+    stopped = has_at[first] & has_at[last] & ((float(at_us) - last_f) > (last_f - first_f))
+    # ... unless the log end sat at or below the newest commit in the recent snapshots (checkIfRecentLagZero:
+    # Burrow's ring of `intervals` broker offsets, all fetched since the consumer stopped: a snapshot older than
+    # the newest commit says nothing about whether the log moved on after it).
+    vetoed = np.zeros(windows.num_rows, bool)
+    asked = has_series & has_at[last] & has_offset[last]
+    if asked.any():
+        vetoed[asked] = snapshots.recent_log_end_at_most(where[asked], at[last][asked], offset[last][asked], window)
+    committed, lag_values = offsets.to_pylist(), lags.to_pylist()
+    verdicts = [partition_status(committed[a:b], lag_values[a:b], current, stop, allowed_lag)
+                for a, b, current, stop in zip(starts.tolist(), stops.tolist(), current_lag.to_pylist(),
+                                                (stopped & ~vetoed).tolist())]
+    status = [DECISIONS[v].status for v in verdicts]
     # The worst of the group's partitions: all of them are here (see the docstring).
+    groups = windows.column("group_id").to_pylist()
     worst: dict[str, int] = {}
-    for group, status in zip(rows["group_id"], rows["status"]):
-        worst[group] = max(worst.get(group, 0), GROUP_LEVELS.index(GROUP_STATUS[status]))
-    rows["group_status"] = [GROUP_LEVELS[worst[group]] for group in rows["group_id"]]
+    for group, verdict in zip(groups, status):
+        worst[group] = max(worst.get(group, 0), GROUP_LEVELS.index(GROUP_STATUS[verdict]))
+    list_offsets = pa.array(np.append(starts, stops[-1] if len(stops) else 0), pa.int32())
+    columns = {
+        **{c: windows.column(c) for c in ("group_id", "topic", "partition")},
+        "status": pa.array(status, pa.string()),
+        "group_status": pa.array([GROUP_LEVELS[worst[g]] for g in groups], pa.string()),
+        "rule": pa.array([DECISIONS[v].rule for v in verdicts], pa.string()),
+        "window_commits": pa.array(sizes),
+        "window_start": committed_at.take(pa.array(first)),
+        "window_end": committed_at.take(pa.array(last)),
+        "lag": lags.take(pa.array(last)),
+        "as_of": pa.array(np.full(windows.num_rows, at_us)),
+        "current_lag": current_lag,
+        "complete": pa.array(sizes / window),  # Burrow's Complete: how full the window is
+        "window_offsets": pa.ListArray.from_arrays(list_offsets, offsets),
+        "window_lags": pa.ListArray.from_arrays(list_offsets, lags),
+    }
     schema = arrow_schema("group_status")
-    return pa.table([pa.array(rows[f.name], pa.int64() if f.type == TIMESTAMP else f.type).cast(f.type)
-                     for f in schema], schema=schema)
+    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
 
 
-def lag_at(series: Series | None, committed_at: int | None, offset: int | None) -> int | None:
-    """A commit's lag: the log end at its time minus its offset, 0 when the consumer is ahead (Burrow's
-    storage: its broker offsets are periodic, so a commit may pass them); null when the log end then is
-    unknown. (0 too for a commit without an offset, as Spark's greatest skipped the null.)"""
-    end = series.log_end_at(committed_at) if series is not None else None
-    if end is None:
-        return None
-    return max(end - offset, 0) if offset is not None else 0
-
-
-def current(series: Series | None, newest_offset: int | None) -> int | None:
-    """Burrow's CurrentLag: the newest log end at as_of minus the newest commit, 0 when ahead; null unknown."""
-    end = series.newest_log_end() if series is not None else None
-    return None if end is None or newest_offset is None else max(end - newest_offset, 0)
-
-
-def partition_status(committed_at: list[int | None], offsets: list[int | None], lags: list[int | None],
-                     series: Series | None, current_lag: int | None, at_us: int, intervals: int,
+def partition_status(offsets: list[int | None], lags: list[int | None], current_lag: int | None, stop: bool,
                      allowed_lag: int) -> int:
-    """The index in DECISIONS of one partition's verdict, from its window (the commits' times, offsets and
-    lags, oldest first; at least one), its end-offset snapshots and current lag: calculatePartitionStatus's
-    checks in its order, the first that holds decides. A test whose SQL value was null does not hold."""
-    known = [lag for lag in lags if lag is not None]
-    tests = (  # one per DECISIONS entry but the last, evaluated in order
-        lambda: current_lag is not None and current_lag <= allowed_lag,
-        lambda: stopped(committed_at, at_us) and not recent_lag_zero(series, committed_at[-1], offsets[-1], intervals),
-        lambda: unrecovered_rewind(offsets),
-        lambda: not known,
-        lambda: any(lag <= allowed_lag for lag in known),
-        lambda: len(set(offsets)) == 1,  # array_distinct: a null is one value too
-        lambda: len(known) >= 2 and all(after >= before for before, after in zip(known, known[1:])),
-    )
-    return next((i for i, holds in enumerate(tests) if holds()), len(tests))
-
-
-def stopped(committed_at: list[int | None], at_us: int) -> bool:
-    """Rule 3 (checkIfOffsetsStopped): no commit for longer than the window spans, with "now" = as_of."""
-    first, last = committed_at[0], committed_at[-1]
-    if first is None or last is None:
-        return False
-    return (float(at_us) - float(last)) > (float(last) - float(first))
-
-
-def recent_lag_zero(series: Series | None, last_at: int | None, last_offset: int | None, intervals: int) -> bool:
-    """checkIfRecentLagZero, which vetoes a STOP: the log end sat at or below the newest commit in the recent
-    snapshots (Burrow's ring of `intervals` broker offsets, all fetched since the consumer stopped: a snapshot
-    older than the newest commit says nothing about whether the log moved on after it)."""
-    if series is None or last_at is None or last_offset is None:
-        return False
-    return any(end <= last_offset for end in series.log_ends_since(last_at, intervals))
+    """The index in DECISIONS of one partition's verdict, from its window (the commits' offsets and lags, oldest
+    first; at least one), its current lag and whether it stopped (rule 3, vetoes included):
+    calculatePartitionStatus's checks in its order, the first that holds decides. A test whose SQL value was
+    null does not hold."""
+    known_lags = [lag for lag in lags if lag is not None]
+    if current_lag is not None and current_lag <= allowed_lag:
+        return 0
+    if stop:
+        return 1
+    if unrecovered_rewind(offsets):
+        return 2
+    if not known_lags:  # the rules after this one read lags
+        return 3
+    if any(lag <= allowed_lag for lag in known_lags):  # rule 1 (isLagAlwaysNotZero), over the lags known
+        return 4
+    if len(set(offsets)) == 1:  # rule 4 (checkIfOffsetsStalled); array_distinct: a null is one value too
+        return 5
+    if len(known_lags) >= 2 and all(after >= before for before, after in zip(known_lags, known_lags[1:])):
+        return 6  # rule 5 (checkIfLagNotDecreasing)
+    return 7
 
 
 def unrecovered_rewind(offsets: list[int | None]) -> bool:

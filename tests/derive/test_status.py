@@ -1,20 +1,20 @@
-"""Burrow's evaluation (jobs.status) on hand-made commit sequences: every rule is one (group, topic, partition)
-of one frame, evaluated once."""
+"""Burrow's evaluation (jobs.derive.status) on hand-made commit sequences: every rule is one (group, topic,
+partition) of one table, evaluated once."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pyarrow as pa
 import pytest
 
-from jobs.status import group_status
+from jobs.derive.end_offsets import SCHEMA, Snapshots, epoch_us
+from jobs.derive.status import DECISIONS, group_status
+from jobs.lake.tables import TIMESTAMP, arrow_schema
+from jobs.replay.history import COMMIT_WINDOW_SCHEMA
 
 T = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)  # as_of
 MIN = timedelta(minutes=1)
 WINDOW = 4  # Burrow's intervals, small enough to write the sequences out
-
-COMMITS = ("group_id string, topic string, partition int, kind string, committed_offset bigint, "
-           "commit_timestamp timestamp, record_timestamp timestamp, coordinator_partition int, record_offset bigint")
-HISTORY = "topic string, partition int, log_end_offset bigint, log_start_offset bigint, observed_at timestamp"
 
 STEADY = [(-60, 0), (0, 6000)]  # the log end grows 100 per minute: 5600 at -4 min ... 5900 at -1 min
 # topic t's end-offset history per partition: (minutes from as_of, log end); topic "dark" has none
@@ -72,73 +72,106 @@ EXPECTED = {
 }
 
 
-def naive(minutes: int) -> datetime:
-    return (T + minutes * MIN).replace(tzinfo=None)  # Spark hands timestamps back naive, in UTC
+def at(minutes: int) -> datetime:
+    return T + minutes * MIN
 
 
-@pytest.fixture(scope="module")
-def frames(spark):
-    rows, n = [], 0
+def windows(window: int) -> pa.Table:
+    """The commit windows the replay gives for CASES (jobs.replay.history.commit_windows, COMMIT_WINDOW_SCHEMA):
+    per offset whose newest record up to as_of is a commit (the replay applies no record after as_of), its last
+    `window` commits after its last tombstone, in log order."""
+    rows, record_offset = [], 0
     for group, topic, partition, points in CASES:
+        life: list[dict] = []
         for minutes, offset in points:
-            at = T + minutes * MIN
-            kind = "delete" if offset is None else "commit"
-            rows.append((group, topic, partition, kind, offset, at if offset is not None else None, at, 0, n))
-            n += 1
-    commits = spark.createDataFrame(rows, COMMITS)
-    history = spark.createDataFrame([("t", p, end, None, T + m * MIN) for p, points in SNAPSHOTS.items()
-                                     for m, end in points], HISTORY)
-    return commits, history
+            record_offset += 1
+            if at(minutes) > T:
+                continue
+            life = [] if offset is None else [*life, {
+                "coordinator_partition": 0, "record_offset": record_offset, "committed_at": at(minutes),
+                "committed_offset": offset}]
+        if life:
+            rows.append({"coordinator_partition": 0, "group_id": group, "topic": topic, "partition": partition,
+                         "window": life[-window:]})
+    return pa.Table.from_pylist(rows, schema=COMMIT_WINDOW_SCHEMA)
+
+
+def snapshots() -> Snapshots:
+    history = pa.Table.from_pylist([{"topic": "t", "partition": p, "log_end_offset": end, "observed_at": at(m)}
+                                    for p, points in SNAPSHOTS.items() for m, end in points], schema=SCHEMA)
+    return Snapshots.of(history, epoch_us(T))
 
 
 @pytest.fixture(scope="module")
-def status(frames):
-    commits, history = frames
-    return {(r.group_id, r.topic, r.partition): r for r in group_status(commits, history, T, WINDOW).collect()}
+def result() -> pa.Table:
+    return group_status(windows(WINDOW), snapshots(), T, WINDOW)
+
+
+@pytest.fixture(scope="module")
+def status(result) -> dict[tuple[str, str, int], dict]:
+    return {(r["group_id"], r["topic"], r["partition"]): r for r in result.to_pylist()}
 
 
 def test_every_rule_decides_in_burrows_order(status):
-    got = {k: (r.status, r.group_status) for k, r in status.items()}
+    got = {k: (r["status"], r["group_status"]) for k, r in status.items()}
     assert got == {k: v[:2] for k, v in EXPECTED.items()}  # ("reborn", "dark", 4) was deleted: no row
     for key, (_, _, words) in EXPECTED.items():
-        assert words in status[key].rule, (key, status[key].rule)
+        assert words in status[key]["rule"], (key, status[key]["rule"])
+    assert {r["rule"] for r in status.values()} <= {d.rule for d in DECISIONS}
 
 
-def test_the_columns_are_the_contracts(status):
-    from jobs.lake.tables import spark_schema
-
-    assert list(status[("calm", "t", 1)].asDict()) == spark_schema("group_status").fieldNames()
+def test_the_columns_are_the_contracts(result):
+    assert result.schema == arrow_schema("group_status")
 
 
 def test_lag_at_each_commit_is_interpolated_from_the_history(status):
     calm = status[("calm", "t", 1)]
-    assert calm.window_lags == [600, 400, 250, 100] and calm.lag == 100 and calm.current_lag == 200
-    assert status[("gone", "t", 3)].window_lags == [2900] * 4
+    assert calm["window_lags"] == [600, 400, 250, 100] and calm["lag"] == 100 and calm["current_lag"] == 200
+    assert status[("gone", "t", 3)]["window_lags"] == [2900] * 4
     # after the newest snapshot at or before as_of (-2 min) its log end holds; the one after as_of is not read
-    assert status[("stuck", "t", 12)].window_lags == [600, 500, 400, 200]
-    assert status[("stuck", "t", 12)].current_lag == 200
-    assert status[("vetoed", "t", 13)].window_lags == [100, 60, 20, 0]  # a commit past the log end: 0
+    assert status[("stuck", "t", 12)]["window_lags"] == [600, 500, 400, 200]
+    assert status[("stuck", "t", 12)]["current_lag"] == 200
+    assert status[("vetoed", "t", 13)]["window_lags"] == [100, 60, 20, 0]  # a commit past the log end: 0
 
 
 def test_lag_is_null_where_no_snapshot_precedes_the_commit(status):
     blind = status[("blind", "dark", 0)]
-    assert (blind.window_lags, blind.lag, blind.current_lag) == ([None] * 4, None, None)
+    assert (blind["window_lags"], blind["lag"], blind["current_lag"]) == ([None] * 4, None, None)
 
 
 def test_the_window_is_the_last_commits_up_to_as_of_after_the_last_tombstone(status):
     window = status[("slow", "t", 10)]
-    assert (window.window_offsets, window.window_commits, window.complete) == ([4100, 4200, 4300, 4400], 4, 1.0)
-    assert (window.window_start, window.window_end, window.as_of) == (naive(-4), naive(-1), naive(0))
-    assert status[("stuck", "t", 12)].window_offsets == [5000, 5200, 5400, 5600]  # not the +1 min commit
+    assert (window["window_offsets"], window["window_commits"], window["complete"]) == (
+        [4100, 4200, 4300, 4400], 4, 1.0)
+    assert (window["window_start"], window["window_end"], window["as_of"]) == (at(-4), at(-1), T)
+    assert status[("stuck", "t", 12)]["window_offsets"] == [5000, 5200, 5400, 5600]  # not the +1 min commit
     reborn = status[("reborn", "dark", 3)]
-    assert (reborn.window_offsets, reborn.window_commits, reborn.complete) == ([10, 20, 30], 3, 0.75)
+    assert (reborn["window_offsets"], reborn["window_commits"], reborn["complete"]) == ([10, 20, 30], 3, 0.75)
 
 
-def test_allowed_lag_and_the_default_window_of_ten(frames):
-    commits, history = frames
-    got = {(r.group_id, r.partition): (r.status, r.window_commits)
-           for r in group_status(commits, history, T, allowed_lag=1000).collect() if r.topic == "t"}
+def test_allowed_lag_and_the_default_window_of_ten():
+    got = {(r["group_id"], r["partition"]): (r["status"], r["window_commits"])
+           for r in group_status(windows(10), snapshots(), T, allowed_lag=1000).to_pylist() if r["topic"] == "t"}
     assert got[("slow", 2)] == ("OK", 4)        # lag 850 at as_of is allowed
     assert got[("stuck", 4)] == ("OK", 4)       # 1000 too
     assert got[("gone", 3)] == ("STOP", 4)      # 6600 is not
     assert got[("slow", 10)] == ("REWIND", 6)   # ten commits hold the rewind from 5000 to 4000
+
+
+def test_without_end_offsets_no_lag_is_known():
+    rows = {(r["group_id"], r["partition"]): r for r in group_status(windows(WINDOW), None, T, WINDOW).to_pylist()}
+    assert {r["current_lag"] for r in rows.values()} == {None}
+    assert (rows[("calm", 1)]["status"], rows[("gone", 3)]["status"]) == ("OK", "STOP")
+
+
+def test_end_offsets_read_at_another_moment_are_refused():
+    with pytest.raises(ValueError):
+        group_status(windows(WINDOW), Snapshots.of(pa.Table.from_pylist([], schema=SCHEMA), None), T, WINDOW)
+
+
+def test_no_window_gives_an_empty_table():
+    for windows_given in (COMMIT_WINDOW_SCHEMA.empty_table(),
+                          pa.Table.from_pylist([{"group_id": "g", "topic": "t", "partition": 1, "window": []}],
+                                               schema=COMMIT_WINDOW_SCHEMA)):
+        empty = group_status(windows_given, snapshots(), T, WINDOW)
+        assert empty.num_rows == 0 and empty.schema == arrow_schema("group_status")
