@@ -1,32 +1,60 @@
-"""KIP-848 consumer, share and streams groups (spec §7.4-§7.5, §8.3): scenario logs written with the encoder."""
+"""KIP-848 consumer, share and streams groups (spec §7.4-§7.5, §8.3): scenario logs written with the encoder,
+rebuilt whole by the local runner in this process (tests/runs.py), and the group fold (jobs.replay.groups) record by
+record. One scenario is also rebuilt by the Spark runner, whose tables must be the local runner's."""
 from __future__ import annotations
 
 import base64
-from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
+from runs import rebuild_tables, utc_ms as utc
 
-from jobs.pipeline import check_records, rebuild
-from jobs.sources.raw import normalise
+from jobs.decode.check import check
+from jobs.replay.groups import GROUP_TYPES, replay_partition
+from jobs.replay.records import records
 
 ORDERS = base64.urlsafe_b64encode(bytes(range(1, 17))).decode().rstrip("=")
 PAYMENTS = base64.urlsafe_b64encode(bytes(range(17, 33))).decode().rstrip("=")
 UNKNOWN = base64.urlsafe_b64encode(bytes(range(33, 49))).decode().rstrip("=")
 
 
-def rebuild_log(spark, log: OffsetsLog, as_of_ms: int, retention_ms: int = 7 * DAY, topic_ids=None) -> dict:
-    checked = check_records(normalise(log.frame(spark), "test"))
-    ids = None if topic_ids is None else spark.createDataFrame(list(topic_ids.items()), "topic_id string, topic string")
-    return rebuild(checked, datetime.fromtimestamp(as_of_ms / 1000, tz=timezone.utc), retention_ms, None, ids)
+def rebuild_log(log: OffsetsLog, base: Path, as_of_ms: int, retention_ms: int = 7 * DAY,
+                topic_ids: dict[str, str] | None = None, **options: Any) -> dict:
+    """`log` rebuilt as of `as_of_ms` under `base` (a folder of its own), with a --topic-ids file when given."""
+    base.mkdir(parents=True, exist_ok=True)
+    if topic_ids is not None:
+        path = base / "topic_ids.csv"
+        path.write_text("topic_id,topic\n" + "".join(f"{i},{t}\n" for i, t in topic_ids.items()))
+        options["topic_ids"] = str(path)
+    return rebuild_tables(log, base, as_of_ms=as_of_ms, retention_ms=retention_ms, **options)
+
+
+def copy(log: OffsetsLog) -> OffsetsLog:
+    """A log to append to without changing `log`."""
+    other = OffsetsLog()
+    other.rows, other.next_offset = list(log.rows), dict(log.next_offset)
+    return other
 
 
 def groups(tables) -> dict:
-    return {r.group_id: r.asDict() for r in tables["consumer_groups"].collect()}
+    return {r["group_id"]: r for r in tables["consumer_groups"]}
 
 
 def members(tables) -> dict:
-    return {(r.group_id, r.member_id): r.asDict() for r in tables["group_members"].collect()}
+    return {(r["group_id"], r["member_id"]): r for r in tables["group_members"]}
+
+
+PARTITION = ("topic", "partition", "topic_id")
+DETAIL = ("topic", "partition", "topic_id", "assignment_epoch", "pending_revocation")
+
+
+def parts(partitions: list[dict] | None, fields: tuple[str, ...] = PARTITION) -> list[tuple]:
+    """A member's partitions (assigned_partitions or current_assignment_detail) as tuples, in their order."""
+    return [tuple(p[f] for f in fields) for p in partitions]
 
 
 # consumer group records, by name
@@ -81,13 +109,28 @@ def join_log():
     return log
 
 
+@pytest.fixture(scope="module")
+def join_runs(join_log, tmp_path_factory):
+    """The join log's rebuild as of a moment, with or without --topic-ids naming PAYMENTS: each rebuilt once."""
+    base = tmp_path_factory.mktemp("join")
+    done: dict[tuple[int, bool], dict] = {}
+
+    def run(as_of_ms: int, named: bool) -> dict:
+        if (as_of_ms, named) not in done:
+            done[(as_of_ms, named)] = rebuild_log(join_log, base / f"{as_of_ms}-{named}", as_of_ms,
+                                                  topic_ids={PAYMENTS: "payments"} if named else None)
+        return done[(as_of_ms, named)]
+
+    return run
+
+
 @pytest.mark.parametrize("as_of, state, member_epoch", [
     (T0 + MINUTE, "Assigning", 0),  # group epoch 1 > target assignment epoch 0
     (T0 + 2 * MINUTE, "Reconciling", 0),  # the member has not reached epoch 1 yet
     (T0 + 3 * MINUTE, "Stable", 1),
 ])
-def test_consumer_group_from_join_to_stable(spark, join_log, as_of, state, member_epoch):
-    tables = rebuild_log(spark, join_log, as_of, topic_ids={PAYMENTS: "payments"})
+def test_consumer_group_from_join_to_stable(join_runs, as_of, state, member_epoch):
+    tables = join_runs(as_of, named=True)
     g = groups(tables)["cg"]
     assert (g["group_type"], g["protocol_type"], g["state"], g["generation"], g["member_count"], g["offset_count"]) \
         == ("consumer", "consumer", state, 1, 1, 1)
@@ -96,24 +139,25 @@ def test_consumer_group_from_join_to_stable(spark, join_log, as_of, state, membe
     assert m["member_epoch"] == member_epoch and m["rack_id"] == "rack-a" and m["client_id"] == "client-m1"
     assert m["subscribed_topics"] == ["orders"] and m["member_state"] == "STABLE"
     if state == "Stable":
-        assert [tuple(p) for p in m["assigned_partitions"]] == [
+        assert parts(m["assigned_partitions"]) == [
             ("orders", 0, ORDERS), ("orders", 1, ORDERS), ("payments", 0, PAYMENTS)]
         # without the AssignmentEpochs tag each partition's epoch is max(member epoch, 0)
-        assert [tuple(p) for p in m["current_assignment_detail"]] == [
+        assert parts(m["current_assignment_detail"], DETAIL) == [
             ("orders", 0, ORDERS, 1, False), ("orders", 1, ORDERS, 1, False), ("payments", 0, PAYMENTS, 1, False)]
-        targets = sorted(tuple(r) for r in tables["group_target_assignments"].select(
-            "member_id", "topic", "partition", "assignment_epoch").collect())
+        targets = sorted((r["member_id"], r["topic"], r["partition"], r["assignment_epoch"])
+                         for r in tables["group_target_assignments"])
         assert targets == [("m1", "orders", 0, 1), ("m1", "orders", 1, 1), ("m1", "payments", 0, 1)]
 
 
-def test_unresolvable_topic_ids_keep_a_null_topic(spark, join_log):
-    tables = rebuild_log(spark, join_log, T0 + 3 * MINUTE)  # no --topic-ids: PAYMENTS is unknown
+def test_unresolvable_topic_ids_keep_a_null_topic(join_runs):
+    tables = join_runs(T0 + 3 * MINUTE, named=False)  # no --topic-ids: PAYMENTS is unknown
     m = members(tables)[("cg", "m1")]
-    assert ("payments", 0, PAYMENTS) not in [tuple(p) for p in m["assigned_partitions"]]
-    assert (None, 0, PAYMENTS) in [tuple(p) for p in m["assigned_partitions"]]
+    assert ("payments", 0, PAYMENTS) not in parts(m["assigned_partitions"])
+    assert (None, 0, PAYMENTS) in parts(m["assigned_partitions"])
+    assert tables["summary"]["unresolved_topic_ids"] == 2  # the current and the target assignment's
 
 
-def test_partitions_pending_revocation_and_explicit_assignment_epochs(spark):
+def test_partitions_pending_revocation_and_explicit_assignment_epochs(tmp_path):
     log = OffsetsLog()
     cg_member(log, "cg", "m1", T0)
     cg_epoch(log, "cg", 3, T0)
@@ -121,34 +165,32 @@ def test_partitions_pending_revocation_and_explicit_assignment_epochs(spark):
         "MemberEpoch": 3, "PreviousMemberEpoch": 2, "State": 1,
         "AssignedPartitions": [{"TopicId": ORDERS, "Partitions": [0, 1], "AssignmentEpochs": [2, 3]}],
         "PartitionsPendingRevocation": [{"TopicId": ORDERS, "Partitions": [5], "AssignmentEpochs": [1]}]}, T0)
-    m = members(rebuild_log(spark, log, T0))[("cg", "m1")]
+    m = members(rebuild_log(log, tmp_path, T0))[("cg", "m1")]
     assert m["member_state"] == "UNREVOKED_PARTITIONS" and m["previous_member_epoch"] == 2
-    assert [tuple(p) for p in m["assigned_partitions"]] == [(None, 0, ORDERS), (None, 1, ORDERS)]
-    assert [tuple(p) for p in m["current_assignment_detail"]] == [
+    assert parts(m["assigned_partitions"]) == [(None, 0, ORDERS), (None, 1, ORDERS)]
+    assert parts(m["current_assignment_detail"], DETAIL) == [
         (None, 0, ORDERS, 2, False), (None, 1, ORDERS, 3, False), (None, 5, ORDERS, 1, True)]
 
 
-def test_static_member_leaving_temporarily_is_still_a_member(spark, join_log):
-    log = OffsetsLog()
-    log.rows, log.next_offset = list(join_log.rows), dict(join_log.next_offset)
+def test_static_member_leaving_temporarily_is_still_a_member(tmp_path, join_log):
+    log = copy(join_log)
     cg_current(log, "cg", "m1", -2, [], T0 + 4 * MINUTE, previous=1)
-    tables = rebuild_log(spark, log, T0 + 5 * MINUTE)
+    tables = rebuild_log(log, tmp_path, T0 + 5 * MINUTE)
     g = groups(tables)["cg"]
     assert g["member_count"] == 1 and g["state"] == "Reconciling"  # epoch -2 is not the target epoch
     assert members(tables)[("cg", "m1")]["member_epoch"] == -2
 
 
-def test_deleting_a_consumer_group_with_its_tombstones(spark, join_log):
-    log = OffsetsLog()
-    log.rows, log.next_offset = list(join_log.rows), dict(join_log.next_offset)
+def test_deleting_a_consumer_group_with_its_tombstones(tmp_path, join_log):
+    log = copy(join_log)
     log.delete_offset("cg", "orders", 0, T0 + 4 * MINUTE)
     cg_delete(log, "cg", ["m1"], T0 + 4 * MINUTE)
-    tables = rebuild_log(spark, log, T0 + 5 * MINUTE)
-    assert tables["consumer_groups"].count() == 0 and tables["group_members"].count() == 0
-    assert tables["group_target_assignments"].count() == 0
+    tables = rebuild_log(log, tmp_path, T0 + 5 * MINUTE)
+    assert tables["consumer_groups"] == [] and tables["group_members"] == []
+    assert tables["group_target_assignments"] == []
 
 
-def test_classic_upgraded_to_consumer_and_downgraded_back(spark):
+def test_classic_upgraded_to_consumer_and_downgraded_back(tmp_path):
     log = OffsetsLog()
     log.group("mig", T0, members=[member("c1", ["orders"], {"orders": [0]})], generation=4)
     log.commit("mig", "orders", 0, 5, T0)
@@ -158,59 +200,58 @@ def test_classic_upgraded_to_consumer_and_downgraded_back(spark):
     cg_target(log, "mig", "m1", [(ORDERS, [0])], T0 + MINUTE)
     cg_target_epoch(log, "mig", 5, T0 + MINUTE)
     cg_current(log, "mig", "m1", 5, [(ORDERS, [0])], T0 + MINUTE)
-    upgraded = rebuild_log(spark, log, T0 + MINUTE)
+    upgraded = rebuild_log(log, tmp_path / "upgraded", T0 + MINUTE)
     g = groups(upgraded)["mig"]
     assert (g["group_type"], g["state"], g["generation"], g["offset_count"]) == ("consumer", "Stable", 5, 1)
     cg_delete(log, "mig", ["m1"], T0 + 2 * MINUTE)  # downgrade: the consumer tombstones, then a type-2 value
     log.group("mig", T0 + 2 * MINUTE, members=[member("c2", ["orders"], {"orders": [0]})], generation=6)
-    downgraded = rebuild_log(spark, log, T0 + 3 * MINUTE)
+    downgraded = rebuild_log(log, tmp_path / "downgraded", T0 + 3 * MINUTE)
     g = groups(downgraded)["mig"]
     assert (g["group_type"], g["protocol_type"], g["state"], g["generation"]) == ("classic", "consumer", "Stable", 6)
     assert list(members(downgraded)) == [("mig", "c2")]
 
 
-def test_a_modern_record_for_a_live_classic_group_is_a_conflict_the_later_family_wins(spark):
+def test_a_modern_record_for_a_live_classic_group_is_a_conflict_the_later_family_wins(tmp_path):
     log = OffsetsLog()
     log.group("both", T0, members=[member("c1", ["orders"])])
     cg_member(log, "both", "m1", T0 + MINUTE)  # no type-2 tombstone first: Kafka's replay would throw here
     cg_epoch(log, "both", 1, T0 + MINUTE)
     log.commit("simple-then-consumer", "orders", 0, 1, T0)  # a simple group is replaced silently
     cg_member(log, "simple-then-consumer", "m1", T0 + MINUTE)
-    tables = rebuild_log(spark, log, T0 + HOUR)
+    tables = rebuild_log(log, tmp_path, T0 + HOUR)
     g = groups(tables)
     assert g["both"]["group_type"] == "consumer" and g["simple-then-consumer"]["group_type"] == "consumer"
-    violations = {r.group_id: r.reason for r in tables["replay_violations"].collect()}
+    violations = {v["group_id"]: v["reason"] for v in tables["summary"]["replay_violations"]}
     assert violations == {"both": "a consumer group record arrived while a classic group held the id "
                                   "(Kafka's replay would fail); the later family was kept"}
 
 
-def test_a_group_tombstone_before_its_members_tombstones_is_reported(spark, join_log):
-    log = OffsetsLog()
-    log.rows, log.next_offset = list(join_log.rows), dict(join_log.next_offset)
+def test_a_group_tombstone_before_its_members_tombstones_is_reported(tmp_path, join_log, join_runs):
+    log = copy(join_log)
     log.record("ConsumerGroupMetadata", {"GroupId": "cg"}, None, T0 + 4 * MINUTE)  # m1 and its assignments remain
-    tables = rebuild_log(spark, log, T0 + 5 * MINUTE)
+    tables = rebuild_log(log, tmp_path, T0 + 5 * MINUTE)
     g = groups(tables)["cg"]  # the consumer group is gone; its committed offset is left behind as an orphan
     assert (g["group_type"], g["protocol_type"], g["is_orphan"], g["member_count"]) == ("classic", None, True, 0)
-    (v,) = tables["replay_violations"].collect()
-    assert v.group_id == "cg" and v.reason == (
+    (v,) = tables["summary"]["replay_violations"]
+    assert v["group_id"] == "cg" and v["reason"] == (
         "a consumer group tombstone while its target assignment metadata and members and target assignments "
         "remained (Kafka's replay would fail); the group was removed")
-    clean = rebuild_log(spark, join_log, T0 + 5 * MINUTE)
-    assert clean["replay_violations"].count() == 0
+    clean = join_runs(T0 + 5 * MINUTE, named=False)
+    assert clean["summary"]["replay_violations"] == []
 
 
-def test_tombstones_for_unknown_groups_and_members_are_ignored(spark):
+def test_tombstones_for_unknown_groups_and_members_are_ignored(tmp_path):
     log = OffsetsLog()
     log.record("ConsumerGroupCurrentMemberAssignment", {"GroupId": "ghost", "MemberId": "m"}, None, T0)
     log.record("ConsumerGroupMemberMetadata", {"GroupId": "ghost", "MemberId": "m"}, None, T0)
     cg_member(log, "cg", "m1", T0)
     cg_epoch(log, "cg", 1, T0)
     log.record("ConsumerGroupMemberMetadata", {"GroupId": "cg", "MemberId": "never-joined"}, None, T0)
-    tables = rebuild_log(spark, log, T0 + MINUTE)
+    tables = rebuild_log(log, tmp_path, T0 + MINUTE)
     assert list(groups(tables)) == ["cg"] and list(members(tables)) == [("cg", "m1")]
 
 
-def test_consumer_group_offsets_expire_for_unsubscribed_topics_only(spark):
+def test_consumer_group_offsets_expire_for_unsubscribed_topics_only(tmp_path):
     log = OffsetsLog()
     log.commit("cg", "orders", 0, 1, T0)
     log.commit("cg", "legacy", 0, 1, T0)
@@ -219,15 +260,14 @@ def test_consumer_group_offsets_expire_for_unsubscribed_topics_only(spark):
     log.record("ConsumerGroupRegularExpression", {"GroupId": "cg", "RegularExpression": "match.*"},
                {"Topics": ["matched"], "Version": 7, "Timestamp": T0}, T0)
     cg_epoch(log, "cg", 1, T0)
-    tables = rebuild_log(spark, log, T0 + 2 * DAY, retention_ms=DAY)
-    live = {r.topic: r.expires_at for r in tables["committed_offsets"].collect()}
+    tables = rebuild_log(log, tmp_path, T0 + 2 * DAY, retention_ms=DAY)
+    live = {r["topic"]: r["expires_at"] for r in tables["committed_offsets"]}
     assert live == {"orders": None, "matched": None}  # subscribed by name and through the resolved regex
-    assert [(r.topic, r.expired_at) for r in tables["expired_offsets"].collect()] == [
-        ("legacy", datetime.fromtimestamp((T0 + DAY) / 1000, tz=timezone.utc).replace(tzinfo=None))]
+    assert [(r["topic"], r["expired_at"]) for r in tables["expired_offsets"]] == [("legacy", utc(T0 + DAY))]
     assert members(tables)[("cg", "m1")]["subscribed_topics"] == ["matched", "orders"]
 
 
-def test_share_group(spark):
+def test_share_group(tmp_path):
     log = OffsetsLog()
     log.record("ShareGroupMemberMetadata", {"GroupId": "sg", "MemberId": "s1"}, {
         "RackId": None, "ClientId": "share-client", "ClientHost": "/10.1.1.1", "SubscribedTopicNames": ["orders"]}, T0)
@@ -242,13 +282,13 @@ def test_share_group(spark):
         "InitializingTopics": [], "InitializedTopics": [{"TopicId": ORDERS, "TopicName": "orders", "Partitions": [0, 1]}],
         "DeletingTopics": []}, T0)  # names the topic id
     log.record("ShareGroupMetadata", {"GroupId": "empty-share"}, {"Epoch": 1, "MetadataHash": 0}, T0)
-    tables = rebuild_log(spark, log, T0 + 30 * DAY)
+    tables = rebuild_log(log, tmp_path, T0 + 30 * DAY)
     g = groups(tables)
     assert (g["sg"]["group_type"], g["sg"]["state"], g["sg"]["generation"], g["sg"]["member_count"]) == (
         "share", "Stable", 2, 1)
     assert g["empty-share"]["state"] == "Empty"  # share groups are never deleted by the offsets cleanup
     m = members(tables)[("sg", "s1")]
-    assert [tuple(p) for p in m["assigned_partitions"]] == [("orders", 0, ORDERS), ("orders", 1, ORDERS)]
+    assert parts(m["assigned_partitions"]) == [("orders", 0, ORDERS), ("orders", 1, ORDERS)]
     assert m["subscribed_topics"] == ["orders"] and m["member_epoch"] == 2
 
 
@@ -280,66 +320,59 @@ def streams_log(validated: int = 3) -> OffsetsLog:
     return log
 
 
-def test_streams_group_with_its_topology(spark):
-    tables = rebuild_log(spark, streams_log(), T0 + 2 * DAY, retention_ms=DAY)
+def test_streams_group_with_its_topology(tmp_path):
+    tables = rebuild_log(streams_log(), tmp_path, T0 + 2 * DAY, retention_ms=DAY)
     g = groups(tables)["app"]
     assert (g["group_type"], g["state"], g["generation"], g["topology_epoch"]) == ("streams", "Stable", 4, 3)
     m = members(tables)[("app", "w1")]
     assert m["subscribed_topics"] == ["input"]  # the topology's source topics
-    assert [tuple(p) for p in m["assigned_partitions"]] == [("input", 0, None), ("input", 1, None)]
+    assert parts(m["assigned_partitions"]) == [("input", 0, None), ("input", 1, None)]
     assert m["member_state"] == "STABLE"
-    topology = {r.subtopology_id: r for r in tables["streams_topologies"].collect()}
-    assert topology["0"].changelog_topics == ["app-store-changelog"] and topology["0"].topology_epoch == 3
-    assert topology["1"].repartition_source_topics == ["app-repartition"]
-    assert [r.topic for r in tables["committed_offsets"].collect()] == ["input"]  # old-input expired
-    assert [r.topic for r in tables["expired_offsets"].collect()] == ["old-input"]
+    topology = {r["subtopology_id"]: r for r in tables["streams_topologies"]}
+    assert topology["0"]["changelog_topics"] == ["app-store-changelog"] and topology["0"]["topology_epoch"] == 3
+    assert topology["1"]["repartition_source_topics"] == ["app-repartition"]
+    assert [r["topic"] for r in tables["committed_offsets"]] == ["input"]  # old-input expired
+    assert [r["topic"] for r in tables["expired_offsets"]] == ["old-input"]
 
 
-def test_streams_group_is_not_ready_until_its_topology_is_validated(spark):
-    tables = rebuild_log(spark, streams_log(validated=-1), T0)
+def test_streams_group_is_not_ready_until_its_topology_is_validated(tmp_path):
+    tables = rebuild_log(streams_log(validated=-1), tmp_path, T0)
     assert groups(tables)["app"]["state"] == "NotReady"
 
 
-def test_early_access_share_records_are_quarantined_with_a_reason(spark):
-    log = OffsetsLog()
+def test_early_access_share_records_are_quarantined_with_a_reason(tmp_path):
     from offsets_codec import encode_key
 
+    log = OffsetsLog()
     key = encode_key(11, {"GroupId": "ea"})
     log.raw(key, b"\x00\x00" + (3).to_bytes(4, "big") + b"\x00", T0)  # 4.0 layout: Epoch only, no MetadataHash
-    tables = rebuild_log(spark, log, T0)
-    (q,) = tables["quarantine"].collect()
-    assert "Kafka 4.0 early-access share groups wrote an older, incompatible layout" in q.error
-    assert tables["consumer_groups"].count() == 0
+    tables = rebuild_log(log, tmp_path, T0)
+    (q,) = tables["quarantine"]
+    assert "Kafka 4.0 early-access share groups wrote an older, incompatible layout" in q["error"]
+    assert tables["consumer_groups"] == []
+
+
+# --- the fold, record by record ----------------------------------------------------------------------------
 
 
 def _fold(rows: list[tuple]) -> list[dict]:
-    """The fold's output rows (jobs.replay.groups.replay_partition) over an OffsetsLog's group records `rows` (one
-    coordinator partition), without Spark."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from jobs.replay.groups import GROUP_TYPES, replay_partition
-    from jobs.record_check import verdicts
-
-    keys = pa.array([r[0] for r in rows], pa.binary())
-    values = pa.array([r[1] for r in rows], pa.binary())
-    types, group_ids, errors = verdicts(keys, values, pa.array(np.arange(len(keys))))
-    assert errors.null_count == len(errors)
-    table = pa.table({"coordinator_partition": pa.array([r[3] for r in rows], pa.int32()),
-                      "record_offset": pa.array([r[4] for r in rows], pa.int64()),
-                      "record_timestamp": pa.array([r[5] for r in rows], pa.timestamp("ms", tz="UTC")),
-                      "record_type": types, "group_id": group_ids, "key": keys, "value": values})
-    return replay_partition(table.filter(pc.is_in(types, pa.array(GROUP_TYPES, pa.int16())))).to_pylist()
+    """The fold's output rows (jobs.replay.groups.replay_partition) over an OffsetsLog's rows `rows` (one
+    coordinator partition), checked as a run checks them, without a run."""
+    log = OffsetsLog()
+    log.rows = rows
+    checked = check(records(log.table()))
+    assert checked.column("error").null_count == checked.num_rows
+    group_records = checked.filter(pc.is_in(checked.column("record_type"), pa.array(GROUP_TYPES, pa.int16())))
+    return replay_partition(group_records).to_pylist()
 
 
 def _events(log: OffsetsLog) -> list[dict]:
-    """The fold's group events over `log` (one coordinator partition), without Spark."""
+    """The fold's group events over `log` (one coordinator partition)."""
     return [{**r["event"], "group_id": r["group_id"]} for r in _fold(log.rows) if r["kind"] == "event"]
 
 
 def test_a_group_has_members_exactly_when_it_is_not_empty(join_log):
-    """The pipeline keeps every member without asking whether expiry deleted its group (jobs.pipeline): it
+    """The replay keeps every member without asking whether expiry deleted its group (jobs.replay.partition): it
     deletes only Empty groups, and a group with members is never Empty. Checked after every record of logs of
     each family: joins, leaves, deletions, a classic group emptied and removed, a streams and a share group."""
     classic = OffsetsLog()
@@ -400,20 +433,15 @@ def test_group_events_follow_rebalances_joins_and_leaves():
     ]
 
 
-def test_the_member_level_tables_written_without_spark_are_the_ones_spark_writes(spark):
-    """jobs.task_groups (a run's driver writes group_members, group_target_assignments and streams_topologies
-    from the pinned fold) against jobs.replay over the same log, on two coordinator partitions: topic ids
-    named by a v4 commit, a share group's partition metadata and --topic-ids (the greatest name where they
-    differ) or by none; partitions out of order and pending revocation; a member without an assignment; streams
-    tasks of a subtopology with source topics, one without any, and one the topology does not have; a classic
-    group's members; the target assignment and topology of groups that expiry deletes (Empty, no offsets)."""
-    import pyarrow as pa
+# --- the member-level tables -----------------------------------------------------------------------------
 
-    from jobs.decode import offset_commit_columns
-    from jobs.replay.groups import fold_schema
-    from jobs.lake.tables import arrow_schema
-    from jobs.task_groups import NamedFold
 
+def member_level_log() -> OffsetsLog:
+    """On two coordinator partitions: topic ids named by a v4 commit, by a share group's partition metadata and
+    --topic-ids (the greatest name where they differ), or by none; partitions out of order and pending revocation;
+    a member without an assignment; streams tasks of a subtopology with source topics, one without any, and one
+    the topology does not have; a classic group's members; the target assignment and topology of groups that expiry
+    deletes (Empty, no offsets)."""
     log = streams_log()
     log.commit("cg", "orders", 0, 10, T0, version=4, topic_id=ORDERS)
     cg_member(log, "cg", "m1", T0)
@@ -450,39 +478,59 @@ def test_the_member_level_tables_written_without_spark_are_the_ones_spark_writes
     log.record("StreamsGroupTopology", {"GroupId": "gone-app"}, {"Epoch": 1, "Subtopologies": [
         {"SubtopologyId": "0", "SourceTopics": ["in"], "SourceTopicRegex": [], "StateChangelogTopics": [],
          "RepartitionSinkTopics": [], "RepartitionSourceTopics": [], "CopartitionGroups": []}]}, T0)
-    topic_ids = {PAYMENTS: "payments-a", ORDERS: "a-orders"}
-    tables = rebuild_log(spark, log, T0, topic_ids=topic_ids)
-    want = {(r.group_id, r.member_id): r.asDict(recursive=True) for r in tables["group_members"].collect()}
-    existing = {(r.coordinator_partition, r.group_id) for r in tables["consumer_groups"].collect()}
-    assert {"cg", "app", "sg", "classic"} <= {g for _, g in existing} and not {"gone", "gone-app"} & existing
+    return log
 
-    fold = pa.concat_tables([pa.Table.from_pylist(_fold([r for r in log.rows if r[3] == partition]), fold_schema())
-                             for partition in (0, 1)])
-    offset_topics = [(c["topic_id"], c["topic"]) for c in (offset_commit_columns(r[0], r[1]) for r in log.rows
-                                                            if r[0][:2] in (b"\x00\x00", b"\x00\x01") and r[1])]
-    as_of = datetime.fromtimestamp(T0 / 1000, tz=timezone.utc)
-    named_fold = NamedFold(fold, offset_topics, topic_ids, as_of)
-    named = named_fold.table("group_members")
-    assert named.schema == arrow_schema("group_members")
-    assert set(named.column("as_of").to_pylist()) == {as_of}
-    got = {(r["group_id"], r["member_id"]): r for r in named.drop_columns("as_of").to_pylist()}
-    assert got == {k: {c: w[c] for c in named.column_names if c != "as_of"} for k, w in want.items()}
+
+MEMBER_LEVEL_TOPIC_IDS = {PAYMENTS: "payments-a", ORDERS: "a-orders"}
+
+
+@pytest.fixture(scope="module")
+def member_level(tmp_path_factory):
+    base = tmp_path_factory.mktemp("member-level")
+    log = member_level_log()
+    return log, base, rebuild_log(log, base, T0, topic_ids=MEMBER_LEVEL_TOPIC_IDS)
+
+
+def test_member_level_tables_name_partitions_and_keep_only_existing_groups(member_level):
+    _, _, tables = member_level
+    existing = {(r["coordinator_partition"], r["group_id"]) for r in tables["consumer_groups"]}
+    assert {"cg", "app", "sg", "classic"} <= {g for _, g in existing}
+    assert not {"gone", "gone-app"} & {g for _, g in existing}
+    got = members(tables)
     assert len(got) == 8
-    assert [tuple(p.values()) for p in got[("cg", "m1")]["assigned_partitions"]] == [
+    for name in ("group_members", "group_target_assignments", "streams_topologies"):
+        assert {r["as_of"] for r in tables[name]} == {utc(T0)}, name
+    # ORDERS: "orders" (the v4 commit) over "a-orders"; PAYMENTS: "payments-b" (the share group's partition
+    # metadata, on the other coordinator partition) over "payments-a"; UNKNOWN: no name
+    assert parts(got[("cg", "m1")]["assigned_partitions"]) == [
         (None, 2, UNKNOWN), ("orders", 0, ORDERS), ("orders", 1, ORDERS), ("payments-b", 0, PAYMENTS)]
-    assert got[("cg", "m2")]["assigned_partitions"] == [] and len(got[("cg", "m2")]["current_assignment_detail"]) == 2
+    assert got[("cg", "m2")]["assigned_partitions"] == []
+    assert parts(got[("cg", "m2")]["current_assignment_detail"], DETAIL) == [
+        ("orders", 3, ORDERS, 2, True), ("orders", 5, ORDERS, 2, True)]
     assert got[("cg", "m3")]["current_assignment_detail"] is None
-    assert [tuple(p.values()) for p in got[("app", "w2")]["current_assignment_detail"]] == [
+    assert got[("cg", "m3")]["assigned_partitions"] == []
+    assert parts(got[("app", "w2")]["current_assignment_detail"], DETAIL) == [
         (None, 0, None, 4, False), (None, 1, None, 4, False), ("input", 1, None, 4, True)]
+    assert got[("app", "w2")]["member_state"] == "UNREVOKED_TASKS"
     assert got[("sg", "s1")]["assigned_partitions"] == [{"topic": "payments-b", "partition": 1, "topic_id": PAYMENTS}]
     assert [p["topic"] for p in got[("classic", "a")]["assigned_partitions"]] == ["b", "orders", "orders"]
-    for name in ("group_target_assignments", "streams_topologies"):
-        table = named_fold.table(name, existing)
-        assert table.schema == arrow_schema(name) and set(table.column("as_of").to_pylist()) == {as_of}
-        rows = sorted(map(repr, table.drop_columns("as_of").to_pylist()))
-        assert rows == sorted(repr({c: r[c] for c in table.column_names if c != "as_of"})
-                              for r in (r.asDict(recursive=True) for r in tables[name].collect()))
-        kept = {"group_target_assignments": {"cg", "app"}, "streams_topologies": {"app"}}[name]
-        assert set(table.column("group_id").to_pylist()) == kept
-    assert {"gone", "gone-app"} <= set(named_fold.targets.column("group_id").to_pylist() +
-                                      named_fold.topologies.column("group_id").to_pylist())
+    assert (got[("classic", "b")]["assigned_partitions"], got[("classic", "b")]["coordinator_partition"]) == ([], 1)
+    targets = sorted(((r["group_id"], r["member_id"], r["topic"], r["partition"], r["topic_id"], r["assignment_epoch"])
+                      for r in tables["group_target_assignments"]), key=repr)
+    assert targets == sorted([
+        ("app", "w1", "input", 0, None, 4), ("app", "w1", "input", 1, None, 4),
+        ("cg", "m1", "payments-b", 0, PAYMENTS, 0), ("cg", "m1", None, 1, UNKNOWN, 0)], key=repr)
+    topologies = {(r["group_id"], r["subtopology_id"]): (r["topology_epoch"], r["source_topics"],
+                                                         r["repartition_source_topics"])
+                  for r in tables["streams_topologies"]}
+    assert topologies == {("app", "0"): (3, ["input"], []), ("app", "1"): (3, [], ["app-repartition"])}
+
+
+def test_the_spark_runner_writes_the_tables_the_local_runner_writes(spark, member_level):
+    log, base, local = member_level
+    options = {"topic_ids": str(base / "topic_ids.csv")}
+    on_spark = rebuild_tables(log, base, engine="spark", spark=spark, as_of_ms=T0, retention_ms=7 * DAY, **options)
+    assert set(on_spark) == set(local)
+    for table in local:
+        if table != "summary":
+            assert on_spark[table] == local[table], table
