@@ -25,6 +25,7 @@ import pyarrow.dataset as pads
 
 from jobs.engine import Stages, group_of
 from jobs.lake.tables import conform, partition_columns
+from jobs.replay.records import numbers
 
 log = logging.getLogger("offsetlake")
 ChunkKernel = Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]]
@@ -147,11 +148,13 @@ class _Writers:
         schema = self.outputs[name]
         table = conform(table, name) if self.stages.is_table(name) else table.select(schema.names).cast(schema)
         if name == "log":  # by group of coordinator partitions, a row group per partition: the replay reads one
-            partition = table.column("coordinator_partition")
-            for p in pc.unique(partition).to_pylist():
-                rows = pc.is_null(partition) if p is None else pc.equal(partition, p)
-                g = group_of(pa.array([p], pa.int32()), self.stages.groups)[0]
-                self._file(f"log/g{g:05d}", schema).write_table(table.filter(rows))
+            partition = numbers(table.column("coordinator_partition"), -1)
+            order = np.argsort(partition, kind="stable")
+            table, partition = table.take(pa.array(order)), partition[order]
+            starts = np.flatnonzero(np.concatenate([[True], partition[1:] != partition[:-1]]))
+            for start, end in zip(starts, np.append(starts[1:], len(partition))):
+                g = group_of(pa.array(partition[start:start + 1]), self.stages.groups)[0]
+                self._file(f"log/g{g:05d}", schema).write_table(table.slice(start, end - start))
         elif self.stages.is_table(name) and partition_columns(name):  # partitioned by folders: offset_commits
             self._written += 1
             _write_partitioned(table, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)

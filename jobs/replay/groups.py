@@ -27,6 +27,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.decode.columns import group_metadata_columns, modern_columns
 from jobs.lake.tables import arrow_type
@@ -468,14 +469,11 @@ def _offsets_by_group(offset_records: pa.Table | None) -> dict[str, np.ndarray]:
     """group id -> the sorted offsets of its offset records."""
     if offset_records is None or not offset_records.num_rows:
         return {}
-    rows = offset_records.select(["group_id", "record_offset"]).sort_by([("group_id", "ascending"),
-                                                                         ("record_offset", "ascending")])
-    ids = rows.column("group_id").to_pylist()
-    offsets = rows.column("record_offset").to_numpy()
-    found: dict[str, np.ndarray] = {}
-    start = 0
-    for i in range(1, len(ids) + 1):
-        if i == len(ids) or ids[i] != ids[start]:
-            found[ids[start]] = offsets[start:i]
-            start = i
-    return found
+    encoded = pc.dictionary_encode(offset_records.column("group_id")).combine_chunks()
+    group = encoded.indices.to_numpy(zero_copy_only=False)
+    offsets = offset_records.column("record_offset").to_numpy()
+    order = np.lexsort((offsets, group))
+    group, offsets = group[order], offsets[order]
+    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+    names = encoded.dictionary.to_pylist()
+    return {names[group[a]]: offsets[a:b] for a, b in zip(starts, np.append(starts[1:], len(group)))}

@@ -191,22 +191,39 @@ def commit_windows(commits: pa.Table, window: int) -> pa.Table:
     recent = commits.filter(pc.less(commits.column("later_records"), window))
     if not recent.num_rows:
         return COMMIT_WINDOW_SCHEMA.empty_table()
-    recent = recent.sort_by([("group_id", "ascending"), ("topic", "ascending"), ("partition", "ascending"),
-                             ("coordinator_partition", "ascending"), ("record_offset", "ascending")])
-    rows = recent.to_pylist()
-    windows: dict[tuple, list] = {}
-    for r in rows:
-        key = (r["coordinator_partition"], r["group_id"], r["topic"], r["partition"])
-        if r["kind"] == "delete":
-            windows[key] = []  # an offset committed again after its tombstone starts a new window
-            continue
-        windows.setdefault(key, []).append({
-            "coordinator_partition": r["coordinator_partition"], "record_offset": r["record_offset"],
-            "committed_at": r["commit_timestamp"] or r["record_timestamp"], "committed_offset": r["committed_offset"]})
-    live = [(k, w[-window:]) for k, w in windows.items() if w]
-    return pa.table({"coordinator_partition": [k[0] for k, _ in live], "group_id": [k[1] for k, _ in live],
-                     "topic": [k[2] for k, _ in live], "partition": [k[3] for k, _ in live],
-                     "window": [w for _, w in live]}, schema=COMMIT_WINDOW_SCHEMA)
+    key = ["coordinator_partition", "group_id", "topic", "partition"]
+    recent = recent.sort_by([*((k, "ascending") for k in key), ("record_offset", "ascending")])
+    n = recent.num_rows
+    first = np.zeros(n, bool)  # the row starts its offset's run
+    first[0] = True
+    for name in key:
+        column = recent.column(name)
+        first[1:] |= ~mask(pc.equal(column.slice(1), column.slice(0, n - 1)))
+    run = np.cumsum(first) - 1
+    deleted = mask(pc.equal(recent.column("kind"), "delete"))
+    # A commit counts when no tombstone of its offset comes after it (an offset committed again after its
+    # tombstone starts a new window): the runs' last tombstone, by position.
+    last_delete = np.full(run[-1] + 1, -1)
+    np.maximum.at(last_delete, run[deleted], np.flatnonzero(deleted))
+    kept = ~deleted & (np.arange(n) > last_delete[run])
+    rows = recent.filter(pa.array(kept))
+    if not rows.num_rows:
+        return COMMIT_WINDOW_SCHEMA.empty_table()
+    kept_run = run[kept]
+    starts = np.flatnonzero(np.concatenate([[True], kept_run[1:] != kept_run[:-1]]))
+    ends = np.append(starts[1:], rows.num_rows)
+    starts = np.maximum(starts, ends - window)
+    take = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])
+    points = rows.take(pa.array(take))
+    committed_at = pc.coalesce(points.column("commit_timestamp"), points.column("record_timestamp"))
+    point = pa.StructArray.from_arrays(
+        [points.column("coordinator_partition").combine_chunks(), points.column("record_offset").combine_chunks(),
+         committed_at.combine_chunks(), points.column("committed_offset").combine_chunks()], fields=list(WINDOW_POINT))
+    lengths = ends - starts
+    heads = rows.take(pa.array(starts))
+    windows = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32()), point)
+    return pa.table([heads.column("coordinator_partition"), heads.column("group_id"), heads.column("topic"),
+                     heads.column("partition"), windows], schema=COMMIT_WINDOW_SCHEMA)
 
 
 def consume_rates(commits: pa.Table, as_of_us: int, window_us: int) -> pa.Table:
