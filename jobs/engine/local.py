@@ -28,6 +28,8 @@ from jobs.lake.tables import conform, partition_columns
 from jobs.replay.records import numbers
 
 log = logging.getLogger("offsetlake")
+# The log rows a task holds before it writes them, a row group per coordinator partition.
+LOG_ROWS = 1 << 20
 ChunkKernel = Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]]
 PartitionKernel = Callable[[dict[str, pa.Table]], Iterator[tuple[str, pa.Table]]]
 
@@ -135,31 +137,45 @@ def keep_freed_memory() -> None:
 
 
 class _Writers:
-    """A task's outputs, each written as it comes: a table in the table's layout, the log by group."""
+    """A task's outputs, each written as it comes: a table in the table's layout, the log by group of coordinator
+    partitions, in row groups of one partition each (the replay reads one partition at a time), held until the
+    task holds LOG_ROWS, so that a partition's rows take few row groups."""
 
     def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
         self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs
         self._open: dict[str, Any] = {}
         self._written = 0
+        self._held: dict[int, list[pa.Table]] = {}  # the log's rows by coordinator partition (-1: none)
+        self._held_rows: dict[int, int] = {}
 
     def write(self, name: str, table: pa.Table) -> None:
         if not table.num_rows:
             return
         schema = self.outputs[name]
         table = conform(table, name) if self.stages.is_table(name) else table.select(schema.names).cast(schema)
-        if name == "log":  # by group of coordinator partitions, a row group per partition: the replay reads one
+        if name == "log":
             partition = numbers(table.column("coordinator_partition"), -1)
             order = np.argsort(partition, kind="stable")
             table, partition = table.take(pa.array(order)), partition[order]
             starts = np.flatnonzero(np.concatenate([[True], partition[1:] != partition[:-1]]))
             for start, end in zip(starts, np.append(starts[1:], len(partition))):
-                g = group_of(pa.array(partition[start:start + 1]), self.stages.groups)[0]
-                self._file(f"log/g{g:05d}", schema).write_table(table.slice(start, end - start))
+                p = int(partition[start])
+                self._held.setdefault(p, []).append(table.slice(start, end - start))
+                self._held_rows[p] = self._held_rows.get(p, 0) + end - start
+            if sum(self._held_rows.values()) >= LOG_ROWS:  # a task's memory: bounded, whatever its partitions
+                for p in list(self._held):
+                    self._flush(p)
         elif self.stages.is_table(name) and partition_columns(name):  # partitioned by folders: offset_commits
             self._written += 1
             _write_partitioned(table, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
         else:
             self._file(name, schema).write_table(table)
+
+    def _flush(self, partition: int) -> None:
+        group = group_of(pa.array([partition if partition >= 0 else None], pa.int32()), self.stages.groups)[0]
+        self._file(f"log/g{group:05d}", self.outputs["log"]).write_table(pa.concat_tables(self._held.pop(partition)),
+                                                                          row_group_size=1 << 30)
+        self._held_rows.pop(partition)
 
     def _file(self, name: str, schema: pa.Schema) -> Any:
         import pyarrow.parquet as pq
@@ -173,6 +189,8 @@ class _Writers:
         return self._open[name]
 
     def close(self) -> None:
+        for partition in list(self._held):
+            self._flush(partition)
         for writer in self._open.values():
             writer.close()
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.decode.arrow_reader import read
-from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_VALUE
+from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
 from jobs.lake.tables import arrow_schema
 from jobs.replay.offsets import offset_keys
@@ -39,15 +39,17 @@ def offset_commits(offset_records: pa.Table, found: pa.Table) -> pa.Table:
     """The offset_commits rows of one coordinator partition's valid offset records up to as_of (checked rows,
     whole), given its markers `found` (jobs.replay.transactions.markers)."""
     effective, _, position = fates(offset_records, found)
+    keys = pc.dictionary_encode(offset_keys(offset_records.column("key")).combine_chunks())
     rows = np.flatnonzero(effective)
+    index = numbers(keys.indices)[rows]
     source = numbers(offset_records.column("record_offset"))[rows]
     position = position[rows]
-    records = offset_records.take(pa.array(rows))
-    key = pc.dictionary_encode(offset_keys(records.column("key")).combine_chunks()) if len(rows) else None
-    index = numbers(key.indices) if key is not None else np.zeros(0, np.int64)
     keep = _applies(index, position, source)
-    records, index, position, source = records.filter(pa.array(keep)), index[keep], position[keep], source[keep]
-    return _rows(records, index, position, source, _names(records, index))
+    rows, index, position, source = rows[keep], index[keep], position[keep], source[keep]
+    taken = pa.array(rows)
+    applied = offset_records.select(["coordinator_partition", "record_timestamp", "producer_id"]).take(taken)
+    values = {name: column.take(taken) for name, column in _values(offset_records).items()}
+    return _rows(applied, values, index, position, source, _names(keys.dictionary))
 
 
 def _applies(key: np.ndarray, position: np.ndarray, source: np.ndarray) -> np.ndarray:
@@ -89,20 +91,15 @@ def _running_max(values: np.ndarray, continues: np.ndarray) -> np.ndarray:
     return np.concatenate([np.maximum.accumulate(values[a:b]) for a, b in zip(starts, ends)])
 
 
-def _names(records: pa.Table, index: np.ndarray) -> pa.Table:
-    """group_id, topic, partition of each distinct key (by `index`), read from one of its records."""
-    if not len(index):
-        return pa.table({"group_id": pa.array([], pa.string()), "topic": pa.array([], pa.string()),
-                         "partition": pa.array([], pa.int32())})
-    first = np.full(int(index.max()) + 1, -1)
-    first[index[::-1]] = np.arange(len(index))[::-1]
-    keys = records.column("key").take(pa.array(first)).combine_chunks()
-    read_keys = read(keys, OFFSET_KEY, ("group", "topic", "partition"), heads=OFFSET_KEY_HEADS)
+def _names(keys: pa.Array) -> pa.Table:
+    """group_id, topic, partition of each distinct offset key (its bytes after the record type)."""
+    whole_keys = pc.binary_join_element_wise(pa.scalar(OFFSET_KEY_PREFIXES[-1]), keys, b"") if len(keys) else keys
+    read_keys = read(whole_keys, OFFSET_KEY, ("group", "topic", "partition"), heads=OFFSET_KEY_HEADS)
     names = {"group_id": read_keys.fields["group"], "topic": read_keys.fields["topic"],
              "partition": read_keys.fields["partition"].cast(pa.int32())}
     unproven = np.flatnonzero(~read_keys.ok)
     if len(unproven):
-        data = [decode_key(k).data for k in keys.take(pa.array(unproven)).to_pylist()]
+        data = [decode_key(k).data for k in whole_keys.take(pa.array(unproven)).to_pylist()]
         for name, field in (("group_id", "group"), ("topic", "topic"), ("partition", "partition")):
             column = names[name].to_pylist()
             for i, d in zip(unproven, data):
@@ -132,10 +129,11 @@ def _values(records: pa.Table) -> dict[str, pa.Array]:
     return fields
 
 
-def _rows(records: pa.Table, key: np.ndarray, position: np.ndarray, source: np.ndarray, names: pa.Table
-          ) -> pa.Table:
-    """The offset_commits rows of applied records: each with its key's previous one (in application order), the
-    movement since, and the key's records after it."""
+def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, position: np.ndarray,
+          source: np.ndarray, names: pa.Table) -> pa.Table:
+    """The offset_commits rows of applied records (`records`: their partition, timestamp and producer; `values`:
+    their decoded values; `key`: their key's row of `names`): each with its key's previous one (in application
+    order), the movement since, and the key's records after it."""
     schema = arrow_schema("offset_commits")
     n = len(key)
     order = np.lexsort((position, key)) if n else np.zeros(0, np.int64)
@@ -148,7 +146,6 @@ def _rows(records: pa.Table, key: np.ndarray, position: np.ndarray, source: np.n
     later = np.empty(n, np.int64)
     later[order] = np.repeat(ends, ends - starts) - np.arange(n) - 1
     has_before = before >= 0
-    values = _values(records)
     offset_column = values["committed_offset"]
     has_offset = mask(pc.is_valid(offset_column))
     offset = numbers(offset_column)

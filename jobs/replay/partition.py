@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,7 @@ from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_
 from jobs.replay.offsets import offset_state
 from jobs.replay.records import TIMESTAMP, mask, numbers
 from jobs.replay.transactions import markers
+from offsets_codec import REGISTRY
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 
 
@@ -63,6 +64,7 @@ OUTPUTS: dict[str, pa.Schema] = {
     "duplicates": DUPLICATE_SCHEMA,
 }
 GROUP_KEY = ["coordinator_partition", "group_id"]
+NON_OFFSET_TYPES = [t for t in REGISTRY if t not in OFFSET_COMMIT_TYPES]
 
 
 def replay_partition(rows: pa.Table, settings: ReplaySettings) -> Iterator[tuple[str, pa.Table]]:
@@ -74,31 +76,35 @@ def replay_partition(rows: pa.Table, settings: ReplaySettings) -> Iterator[tuple
     if failed.any():
         yield "quarantine", _quarantine(rows.filter(pa.array(failed)))
     late = mask(pc.greater(rows.column("record_timestamp"), pa.scalar(settings.as_of_us, TIMESTAMP)))
-    valid = rows.filter(pa.array(~failed & ~late & ~mask(rows.column("after_as_of"))))
-    if not valid.num_rows:
-        return
-    yield from _replay(valid, settings)
+    valid = ~failed & ~late & ~mask(rows.column("after_as_of"))
+    if valid.any():
+        yield from _replay(rows, valid, settings)
 
 
-def _replay(valid: pa.Table, settings: ReplaySettings) -> Iterator[tuple[str, pa.Table]]:
-    record_type = valid.column("record_type")
-    found = markers(valid)
-    offset_records = valid.filter(pc.is_in(record_type, value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
+def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings) -> Iterator[tuple[str, pa.Table]]:
+    """The replay of `rows`' `valid` records: each kind of record taken from `rows` once, to where it goes."""
+    record_type = rows.column("record_type")
+
+    def of_types(types: Iterable[int]) -> pa.Table:
+        return rows.filter(pa.array(valid & mask(pc.is_in(record_type, value_set=pa.array(types, pa.int16())))))
+
+    found = markers(rows.filter(pa.array(valid & mask(rows.column("is_control")))))
+    offset_records = of_types(OFFSET_COMMIT_TYPES)
     offsets = offset_state(offset_records, found)
-    group_records = valid.filter(pc.is_in(record_type, value_set=pa.array(GROUP_TYPES, pa.int16())))
+    group_records = of_types(GROUP_TYPES)
     fold = fold_groups(group_records, settings.history, offset_records.select(["group_id", "record_offset"]))
     kind = fold.column("kind")
 
     def of(name: str) -> pa.Table:
         return fold.filter(pc.equal(kind, name))
 
-    partition = valid.column("coordinator_partition")[0].as_py()
+    partition = rows.column("coordinator_partition")[int(np.argmax(valid))].as_py()
     groups = _groups(partition, of("group"), of("identity"), offsets.committed, offsets.pending)
     expiry = apply_expiry(offsets.committed, groups, offsets.pending, settings.as_of_ms, settings.retention_ms)
     as_of = pa.scalar(settings.as_of, TIMESTAMP)
     yield "committed_offsets", _offset_rows(expiry.live, as_of, "committed_offsets")
     yield "expired_offsets", _offset_rows(expiry.expired, as_of, "expired_offsets")
-    existing = _consumer_groups(expiry.groups, _activity(offsets.winners, valid), as_of)
+    existing = _consumer_groups(expiry.groups, _activity(offsets.winners, of_types(NON_OFFSET_TYPES)), as_of)
     yield "consumer_groups", existing
     if offsets.pending.num_rows:
         yield "pending_transactions", _pending_rows(offsets.pending, as_of)
@@ -146,12 +152,11 @@ def _groups(partition: int, held: pa.Table, identity: pa.Table, committed: pa.Ta
     return pa.Table.from_pylist(group_rows, schema=schema)
 
 
-def _activity(winners: pa.Table, valid: pa.Table) -> dict[str, tuple[int, object]]:
+def _activity(winners: pa.Table, others: pa.Table) -> dict[str, tuple[int, object]]:
     """group id -> (offset, timestamp) of the newest record about the group, metadata or offsets: a group's newest
-    offset record is the newest record of one of its keys, so the keys' winners stand in for its offset records."""
-    others = valid.filter(pc.and_(pc.invert(pc.is_in(valid.column("record_type"),
-                                                      value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16()))),
-                                  pc.is_valid(valid.column("group_id"))))
+    offset record is the newest record of one of its keys, so the keys' winners stand in for its offset records;
+    `others`: the valid records of the other types."""
+    others = others.filter(pc.is_valid(others.column("group_id")))
     newest: dict[str, tuple[int, object]] = {}
     for table in (winners, others):
         for g, o, t in zip(table.column("group_id").to_pylist(), table.column("record_offset").to_pylist(),

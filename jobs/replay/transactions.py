@@ -73,7 +73,8 @@ def fates(offset_records: pa.Table, found: pa.Table) -> tuple[np.ndarray, np.nda
     effective, still_open = ~txn, np.zeros(offset_records.num_rows, bool)
     if txn.any():
         which = np.flatnonzero(txn)
-        fate, marker = next_markers(offset_records.take(pa.array(which)), found)
+        fate, marker = next_markers(
+            offset_records.select(["coordinator_partition", "record_offset", "producer_id"]).take(pa.array(which)), found)
         committed = mask(pc.equal(fate, "COMMIT"))
         effective[which[committed]] = True
         still_open[which[mask(pc.is_null(fate))]] = True
