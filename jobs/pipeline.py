@@ -99,7 +99,8 @@ def _run(cfg: RebuildConfig, run_id: str, spark: Any) -> dict[str, Any]:
         sink.discard()
         raise
     log.info("wrote the tables under %s with %s", cfg.output, sink.engine)
-    return {**summary, "run_id": run_id, "seconds": round(time.monotonic() - started, 2), "runner": runner.name,
+    return {**summary, "topic_ids": len(topic_ids), "run_id": run_id, "seconds": round(time.monotonic() - started, 2),
+            "runner": runner.name,
             **({"vacuumed_files": vacuumed} if vacuumed is not None else {}), **runner.work()}
 
 

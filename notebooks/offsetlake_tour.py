@@ -41,8 +41,9 @@ print(stats)
 
 # COMMAND ----------
 
-summary = run(spark, RebuildConfig.build(source=f"parquet:{WORK / 'dump'}", output=str(WORK / "tables"),
-                                         end_offsets=str(WORK / "end-offsets.txt")))
+# The local runner on a laptop, Spark's tasks on Databricks (jobs.engine.choose_runner decides).
+summary = run(RebuildConfig.build(source=f"parquet:{WORK / 'dump'}", output=str(WORK / "tables"),
+                                  end_offsets=str(WORK / "end-offsets.txt")))
 print(summary)
 register_tables(spark, WORK / "tables")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
 import multiprocessing
 import signal
@@ -54,8 +55,7 @@ class LocalRunner:
     def attach(self, stages: Stages) -> None:
         """Start the workers, for a run whose outputs `stages` lays out."""
         self.stages = stages
-        self._pool = multiprocessing.get_context("fork").Pool(self.cores, _start_worker) if self.processes \
-            else _InProcess()
+        self._pool = _fork_pool(self.cores) if self.processes else _InProcess()
 
     def delta_engine(self) -> str:
         return "delta-rs"
@@ -90,6 +90,20 @@ class LocalRunner:
             self._pool.terminate()
             self._pool.join()
             self._pool = None
+
+
+def _fork_pool(cores: int) -> Any:
+    """A pool of `cores` forked workers that never collect this process's garbage: a worker's garbage collector
+    would finalise what this process left in reference cycles, and some objects must not be finalised in a copy
+    (a Kafka client's handle, whose threads the fork did not copy: the worker crashes, and a pool whose worker
+    died holding its task queue's lock waits forever). So the garbage is collected here first, and what is left
+    is frozen (gc.freeze: never examined by a collection, in the workers' copies either) while they fork."""
+    gc.collect()
+    gc.freeze()
+    try:
+        return multiprocessing.get_context("fork").Pool(cores, _start_worker)
+    finally:
+        gc.unfreeze()
 
 
 class _InProcess:

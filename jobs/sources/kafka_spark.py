@@ -32,12 +32,8 @@ class SliceTask(Slice, InputPartition):
 def read_kafka(spark: SparkSession, cluster: Cluster, slices: list[Slice], wanted: str = "auto") -> DataFrame:
     """The raw-record frame of the planned snapshot `slices` of the cluster's offsets topic (`wanted`:
     --kafka-reader)."""
-    reader = choose_reader(spark, wanted)
-    planned = sum(s.records for s in slices)
-    log.info("kafka snapshot of %s on %s (%s, %s reader): %d partitions, up to %d records",
-             OFFSETS_TOPIC, cluster.bootstrap, cluster.isolation, reader, len(slices), planned)
-    log.info("planned offsets per partition [start, end): %s",
-             ", ".join(f"{s.partition}:[{s.start},{s.end})" for s in slices if s.records) or "all empty")
+    reader = choose_reader(spark, wanted)  # the snapshot was logged where it was planned (jobs.sources.plan)
+    log.info("Spark reads the kafka snapshot with the %s reader", reader)
     if reader == "spark":
         return spark.read.format("kafka").options(**spark_kafka_options(cluster, slices)).load()
     todo = [s for s in slices if s.records]

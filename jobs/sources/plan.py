@@ -9,6 +9,7 @@ records as one frame.
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+log = logging.getLogger("offsetlake")
 # Compressed bytes of a dump's row groups per task, at most (as many tasks as cores at least).
 TASK_BYTES = 256 << 20
 
@@ -83,10 +85,15 @@ def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int) -> SourcePlan
         todo = tuple(p for p in plan.partitions if p.segments)
         return SourcePlan(spec, todo, sum(p.size for p in todo), tuple(plan.ignored))
     from jobs.sources.kafka import plan_snapshot
-    from jobs.sources.kafka_client import Cluster
+    from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
 
     cluster = Cluster.open(spec.location, kafka, f"--source {spec}")
-    slices = tuple(s for s in plan_snapshot(cluster) if s.records)
+    planned = plan_snapshot(cluster)
+    slices = tuple(s for s in planned if s.records)
+    log.info("kafka snapshot of %s on %s (%s): %d partitions, up to %d records", OFFSETS_TOPIC, cluster.bootstrap,
+             cluster.isolation, len(planned), sum(s.records for s in planned))
+    log.info("planned offsets per partition [start, end): %s",
+             ", ".join(f"{s.partition}:[{s.start},{s.end})" for s in slices) or "all empty")
     return SourcePlan(spec, slices, None, kafka=cluster, kafka_reader=kafka.reader)
 
 

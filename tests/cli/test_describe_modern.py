@@ -13,7 +13,7 @@ ORDERS = base64.urlsafe_b64encode(bytes(range(1, 17))).decode().rstrip("=")
 AUDIT = base64.urlsafe_b64encode(bytes(range(17, 33))).decode().rstrip("=")
 
 
-def test_describe_members_and_state_verbose_for_a_consumer_group(spark, tmp_path):
+def test_describe_members_and_state_verbose_for_a_consumer_group(tmp_path):
     log = OffsetsLog()
     log.commit("cg", "orders", 0, 10, T0, version=4, topic_id=ORDERS)
     for m, parts in (("m1", [0, 1]), ("m2", [2])):

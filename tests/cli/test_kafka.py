@@ -2,7 +2,8 @@
 
 The mock is a real Kafka-protocol broker on localhost. It does not implement read_committed (its last stable
 offset is the high watermark and aborted records are delivered), DeleteRecords or ACLs, so those paths are
-tested by their plumbing and by injected errors.
+tested by their plumbing and by injected errors. A live source runs on the local runner (read_slice in its
+workers) unless --engine spark (the Python data source, jobs.sources.kafka_spark) is asked for.
 """
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ import jobs.sources.kafka as kafka_source
 from jobs.cli import cli
 from jobs.config import KafkaOptions, SourceSpec
 from jobs.errors import BadInput
-from jobs.sources import read_source
 from jobs.sources.kafka import Slice, read_slice
+from jobs.sources.plan import plan_source
 from jobs.sources.tasks import task_errors
 from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
 from jobs.lake.tables import TABLES
@@ -105,7 +106,7 @@ def cluster(log):
 
 
 @pytest.fixture(scope="module")
-def from_kafka(spark, cluster, tmp_path_factory):
+def from_kafka(cluster, tmp_path_factory):
     out = tmp_path_factory.mktemp("kafka") / "tables"
     started = time.monotonic()
     with progress_lines() as lines:
@@ -115,7 +116,7 @@ def from_kafka(spark, cluster, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def dumped(spark, cluster, tmp_path_factory) -> Path:
+def dumped(cluster, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("dump") / "dump"
     result = invoke("dump", "--source", f"kafka:{cluster.bootstrap}", "--output", str(path))
     assert result.exit_code == 0, (result.stdout, result.stderr)
@@ -154,7 +155,36 @@ def test_dump_holds_exactly_the_records_of_the_topic(dumped, log):
     assert got == want  # CreateTime kept, null values (tombstones) kept
 
 
-def test_dump_then_rebuild_from_parquet_gives_the_same_tables(spark, from_kafka, dumped, tmp_path):
+# How a run went, not what it found: its id, its times and memory, and the work of whichever runner ran it.
+VOLATILE = ("run_id", "seconds", "output", "runner", "delta_engine", "spark_jobs", "spark_stages", "spark_tasks",
+            "driver_python_peak_mb", "driver_jvm_peak_mb", "worker_peak_mb")
+# What only a live fetch of end offsets knows (when, the log start), or knows at a different moment each run.
+LIVE_ONLY = {"consumer_lag": ("end_offsets_fetched_at", "log_start_offset", "below_log_start"),
+             "end_offsets_history": ("observed_at", "fetched_at", "log_start_offset")}
+
+
+def found(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if k not in VOLATILE}
+
+
+def test_the_spark_runner_reads_the_cluster_as_the_local_runner_does(spark, cluster, from_kafka, tmp_path):
+    """--engine spark: the same snapshot read by the Python data source in Spark's tasks, the same tables."""
+    kafka_out, kafka_summary, _, _ = from_kafka
+    out = tmp_path / "tables"
+    with progress_lines() as lines:
+        result = invoke("rebuild", "--engine", "spark", "--source", f"kafka:{cluster.bootstrap}", "--output", str(out),
+                        "--end-offsets", "kafka")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (summary["runner"], kafka_summary["runner"]) == ("spark", "local")
+    assert "Spark reads the kafka snapshot with the python reader" in lines
+    assert "3 partitions, up to 12 records" in "\n".join(lines)
+    assert found(summary) == found(kafka_summary)
+    for table in TABLES:
+        assert rows(out, table, LIVE_ONLY.get(table, ())) == rows(kafka_out, table, LIVE_ONLY.get(table, ())), table
+
+
+def test_dump_then_rebuild_from_parquet_gives_the_same_tables(from_kafka, dumped, tmp_path):
     kafka_out, kafka_summary, _, _ = from_kafka
     ends = tmp_path / "ends.txt"
     ends.write_text("orders:0:10\norders:1:20\npayments:0:4\n")  # what the mock holds
@@ -162,16 +192,17 @@ def test_dump_then_rebuild_from_parquet_gives_the_same_tables(spark, from_kafka,
     result = invoke("rebuild", "--source", f"parquet:{dumped}", "--output", str(out), "--end-offsets", str(ends))
     assert result.exit_code == 0, (result.stdout, result.stderr)
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    # How the run went, not what it found: Spark's work differs by source (a Kafka read is its own job).
-    volatile = ("seconds", "output", "spark_jobs", "spark_stages", "spark_tasks", "driver_python_peak_mb",
-                "driver_jvm_peak_mb")
-    assert {k: v for k, v in summary.items() if k not in volatile} == {k: v for k, v in kafka_summary.items() if k not in volatile}
+    assert found(summary) == found(kafka_summary)
     for table in TABLES:
-        live_only = {"consumer_lag": ("end_offsets_fetched_at", "log_start_offset", "below_log_start"),
-                     "end_offsets_history": ("observed_at", "fetched_at", "log_start_offset")}.get(table, ())
-        assert rows(out, table, live_only) == rows(kafka_out, table, live_only), table
+        assert rows(out, table, LIVE_ONLY.get(table, ())) == rows(kafka_out, table, LIVE_ONLY.get(table, ())), table
     assert {r[-3:] for r in rows(out, "consumer_lag")} == {(("end_offsets_fetched_at", None), ("log_start_offset", None),
                                                             ("below_log_start", None))}
+
+
+def read_locally(plan) -> list[tuple]:
+    """What the local runner's tasks read of `plan`: (partition, offset, key, value), sorted."""
+    return sorted((p, o, k, v) for task in plan.tasks for batch in plan.read(task) for p, o, k, v in zip(
+        *(batch.column(c).to_pylist() for c in ("partition", "offset", "key", "value"))))
 
 
 def test_the_snapshot_is_bounded_while_a_producer_keeps_writing(spark, monkeypatch):
@@ -208,10 +239,13 @@ def test_the_snapshot_is_bounded_while_a_producer_keeps_writing(spark, monkeypat
         thread.start()
         while len(delivered) < 200:
             time.sleep(0.05)
-        raw = read_source(spark, SourceSpec("kafka", mock.bootstrap), KafkaOptions(timeout_s=10)).records
-        first = sorted((r.partition, r.offset, r.key, r.value) for r in raw.collect())
-        time.sleep(0.5)  # the topic grows further between the two reads
-        second = sorted((r.partition, r.offset, r.key, r.value) for r in raw.collect())
+        plan = plan_source(SourceSpec("kafka", mock.bootstrap), KafkaOptions(timeout_s=10), cores=2)
+        first = read_locally(plan)
+        time.sleep(0.5)  # the topic grows further between the reads
+        frame = plan.frame(spark)  # the Spark runner's read of the same plan
+        second = sorted((r.partition, r.offset, r.key, r.value) for r in frame.collect())
+        time.sleep(0.5)
+        third = read_locally(plan)
     finally:
         stop.set()
         thread.join(30)
@@ -220,12 +254,12 @@ def test_the_snapshot_is_bounded_while_a_producer_keeps_writing(spark, monkeypat
     (plan,) = planned
     ends = {s.partition: s.end for s in plan}
     want = sorted((p, o, k, v) for (p, o), (k, v) in delivered.items() if o < ends[p])
-    assert first == want and second == want and len(want) >= 200
+    assert first == want and second == want and third == want and len(want) >= 200
     assert {s.start for s in plan} == {0}
     assert max(o for p, o in delivered if p == 0) >= ends[0] and max(o for p, o in delivered if p == 1) >= ends[1]
 
 
-def test_isolation_level_reaches_the_consumer_and_the_end_bound(spark, cluster, monkeypatch):
+def test_isolation_level_reaches_the_consumer_and_the_end_bound(cluster, monkeypatch):
     """The mock's LSO equals its high watermark and it delivers aborted records, so read_committed cannot
     filter anything here: check that the setting reaches both the ListOffsets bound and the consumer."""
     import confluent_kafka
@@ -279,7 +313,7 @@ def test_unreachable_brokers_fail_in_bounded_time(command, tmp_path, monkeypatch
     assert not (tmp_path / "o").exists()
 
 
-def test_missing_topic_and_authorization_errors(spark, tmp_path):
+def test_missing_topic_and_authorization_errors(tmp_path):
     mock = MockCluster()
     try:
         started = time.monotonic()
@@ -295,17 +329,25 @@ def test_missing_topic_and_authorization_errors(spark, tmp_path):
     assert not (tmp_path / "o").exists() and not (tmp_path / "d").exists()
 
 
-def test_a_partition_that_cannot_be_read_fully_fails_the_run(spark):
-    """Records deleted under the read (retention) make the fetch out of range: the read fails, never partial."""
+def test_a_partition_that_cannot_be_read_fully_fails_the_run(spark, tmp_path):
+    """Records deleted under the read (retention) make the fetch out of range: the read fails, never partial,
+    in a local worker (the whole run: one line) and in a Spark task."""
     mock = MockCluster()
     try:
         mock.create_topic(OFFSETS_TOPIC, 1)
         produce_rows(mock.bootstrap, OFFSETS_TOPIC, [(*r[:3], 0, *r[4:]) for r in offsets_log().rows[:4]])
-        raw = read_source(spark, SourceSpec("kafka", mock.bootstrap), KafkaOptions(timeout_s=5)).records
+        mock.fail_requests(FETCH, *[OFFSET_OUT_OF_RANGE] * 10)
+        started = time.monotonic()
+        result = invoke("rebuild", "--source", f"kafka:{mock.bootstrap}", "--output", str(tmp_path / "o"),
+                        "--kafka-timeout", "5")
+        assert time.monotonic() - started < 30
+        one_line_error(result, f"--source kafka:{mock.bootstrap}: cannot read __consumer_offsets-0")
+        assert not (tmp_path / "o" / "committed_offsets").exists()
+        frame = plan_source(SourceSpec("kafka", mock.bootstrap), KafkaOptions(timeout_s=5), cores=1).frame(spark)
         mock.fail_requests(FETCH, *[OFFSET_OUT_OF_RANGE] * 10)
         started = time.monotonic()
         with pytest.raises(BadInput) as e, task_errors():
-            raw.collect()
+            frame.collect()
         assert time.monotonic() - started < 30
     finally:
         mock.close()
@@ -313,14 +355,14 @@ def test_a_partition_that_cannot_be_read_fully_fails_the_run(spark):
     assert message.startswith(f"--source kafka:{mock.bootstrap}: cannot read __consumer_offsets-0") and "\n" not in message
 
 
-def test_end_offsets_kafka_needs_a_cluster(spark, tmp_path, log):
+def test_end_offsets_kafka_needs_a_cluster(tmp_path, log):
     dump = tmp_path / "dump"
     log.write_parquet(dump)
     result = invoke("rebuild", "--source", f"parquet:{dump}", "--output", str(tmp_path / "o"), "--end-offsets", "kafka")
     one_line_error(result, "--end-offsets kafka: takes the cluster of --source", "kafka:HOST:PORT")
 
 
-def test_secrets_never_appear_in_any_output(spark, cluster, tmp_path):
+def test_secrets_never_appear_in_any_output(cluster, tmp_path):
     config = tmp_path / "client.properties"
     config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                       "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"

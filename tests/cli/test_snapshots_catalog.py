@@ -1,8 +1,8 @@
 """`rebuild --snapshot` keeps each as_of's state once, and `--catalog-database` registers the tables.
 
-Three rebuilds of a tiny log share the test session's Spark (module fixture): as of 00:02, as of 00:10, and
-00:02 again from a log that has two more commits by then, which must replace that partition, not add to it.
-The last one also registers the tables in this session's catalog (in memory: the test session has no
+Three rebuilds of a tiny log (the local runner): as of 00:02, as of 00:10, and 00:02 again from a log that
+has two more commits by then, which must replace that partition, not add to it. The last one also registers
+the tables in the catalog of the test session's Spark (module fixture; in memory: the test session has no
 Hive). The whole-process test (tests/cli/test_wheel.py) registers into a Derby catalog and reads it from a
 later session.
 """

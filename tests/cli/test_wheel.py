@@ -151,6 +151,7 @@ def test_spark_submit_rebuilds_with_the_installed_wheel_and_a_later_session_sees
     # The installed wheel ran, not the checkout, with its packaged conf/ and schemas/.
     assert later["jobs"].startswith(str(installed.parent.parent)), later["jobs"]
     assert summary["committed_offsets"] == 2 and summary["delta_engine"] == "delta-rs"
+    assert summary["runner"] == "spark" and summary["spark_jobs"] > 0  # spark-submit started it: Spark's tasks ran
     for table in (*TABLES, *(snapshot_table(t) for t in SNAPSHOT_TABLES)):
         assert (out / table / "_delta_log").is_dir(), table
     assert DeltaTable(str(out / "committed_offsets")).to_pyarrow_table().num_rows == 2

@@ -3,7 +3,8 @@
 A bad argument or unreadable input: exactly one stderr line `offsetlake: error: ...`, exit status 2, no
 table changed, and Spark never started. Whether Spark started is not guessed from timing: SPARK_HOME
 points at a fake `bin/spark-submit` (pyspark launches its JVM through it) that records it was run and
-exits 1. Only the last test starts a real JVM, to see that a good run shows no JVM or Spark banner.
+exits 1. A good run of a local source never starts Spark at all (the local runner); only `--engine spark`
+does. Only the last test starts a real JVM, to see that a good Spark run shows no JVM or Spark banner.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from offsets_log import MINUTE, T0, OffsetsLog, member
+from runs import read_tables
 
 from jobs.lake.tables import arrow_schema
 
@@ -255,8 +257,19 @@ def test_every_spark_command_checks_its_arguments_before_spark(args, fragments, 
     one_line_error(result, spark_home, *fragments)
 
 
+def test_a_good_local_rebuild_never_starts_spark(inputs, tmp_path, spark_home, tmp):
+    out = tmp_path / "out"
+    result = offsetlake(["rebuild", "--source", f"parquet:{inputs}/dump", "--output", str(out), "--end-offsets",
+                         str(inputs / "ends.txt")], spark_home, tmp)
+    assert result.returncode == 0, result.stderr
+    assert not (spark_home / "started").exists(), result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert summary["runner"] == "local" and summary["committed_offsets"] == 1 and summary["consumer_lag"] == 1
+    assert summary["delta_engine"] == "delta-rs" and list(tmp.glob("offsetlake-spark-*.log")) == []
+
+
 def test_when_spark_cannot_start_the_one_line_names_its_log(inputs, tmp_path, spark_home, tmp):
-    args = ["rebuild", "--source", f"parquet:{inputs}/dump", "--output", str(tmp_path / "out")]
+    args = ["rebuild", "--engine", "spark", "--source", f"parquet:{inputs}/dump", "--output", str(tmp_path / "out")]
     result = offsetlake(args, spark_home, tmp)
     assert (spark_home / "started").exists()
     assert result.returncode == 1, result.stderr
@@ -274,15 +287,22 @@ def test_when_spark_cannot_start_the_one_line_names_its_log(inputs, tmp_path, sp
 
 
 def test_a_rebuild_shows_no_jvm_or_spark_banner(inputs, tmp_path, tmp):
-    """The one real Spark process of this module."""
+    """The one real Spark process of this module; its tables are the local runner's."""
     out = tmp_path / "tables"
-    result = offsetlake(["rebuild", "--source", f"parquet:{inputs}/dump", "--output", str(out), "--end-offsets",
-                         str(inputs / "ends.txt")], None, tmp)
+    result = offsetlake(["rebuild", "--engine", "spark", "--source", f"parquet:{inputs}/dump", "--output", str(out),
+                         "--end-offsets", str(inputs / "ends.txt")], None, tmp)
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
     assert lines and all(line.startswith("offsetlake: ") for line in lines), result.stderr
     assert not any(line.startswith("offsetlake: error") for line in lines)
     summary = json.loads(result.stdout.splitlines()[-1])
-    assert summary["committed_offsets"] == 1 and summary["consumer_lag"] == 1
+    assert summary["runner"] == "spark" and summary["committed_offsets"] == 1 and summary["consumer_lag"] == 1
+    # A count is deterministic where a time is not: a small rebuild's Spark work stays bounded (it was 150 jobs
+    # for the demo before the state was computed once). Generous enough for Spark's adaptive execution.
+    assert 0 < summary["spark_jobs"] <= 70 and summary["spark_stages"] <= 80, summary
     assert list(tmp.glob("offsetlake-spark-*.log")) == []  # a good run leaves no log behind
+    local = offsetlake(["rebuild", "--engine", "local", "--source", f"parquet:{inputs}/dump", "--output",
+                        str(tmp_path / "local"), "--end-offsets", str(inputs / "ends.txt")], None, tmp)
+    assert local.returncode == 0, local.stderr
+    assert read_tables(out) == read_tables(tmp_path / "local")
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 
 from jobs.cli import cli
-from jobs.record_check import group_id_of
+from jobs.decode.check import group_id_of
 from jobs.tools.sample import write_sample
 from jobs.lake.tables import TABLES
 from offsets_codec import decode_key, decode_value, partition_for
@@ -85,7 +85,7 @@ def demo(tmp_path_factory):
     return base, result
 
 
-def test_demo_rebuilds_the_sample_into_every_table(spark, demo):
+def test_demo_rebuilds_the_sample_into_every_table(demo):
     base, result = demo
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["records_quarantined"] == 2 and len(summary["orphan_groups"]) == 1
@@ -102,7 +102,7 @@ def test_demo_rebuilds_the_sample_into_every_table(spark, demo):
         assert f"{table}: " in result.stdout
 
 
-def test_the_demos_log_dir_rebuilds_into_the_same_tables(spark, demo):
+def test_the_demos_log_dir_rebuilds_into_the_same_tables(demo):
     """The demo writes its sample twice, as a dump with batch metadata and as a broker log dir: same log,
     same tables (transactions included), and `decode` reads the same records and markers from both."""
     base, _ = demo

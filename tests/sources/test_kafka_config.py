@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 
+import pyarrow as pa
 import pytest
 
 from jobs.config import KafkaOptions
+from jobs.derive.end_offsets import Snapshots, history_rows
+from jobs.derive.lag import consumer_lag
 from jobs.errors import BadInput
-from jobs.lag import consumer_lag
-from jobs.sources.kafka import SPARK_KAFKA_CLASS, Slice, choose_reader, source_options, spark_kafka_options
+from jobs.sources.kafka import Slice
+from jobs.sources.kafka_spark import SPARK_KAFKA_CLASS, choose_reader, source_options, spark_kafka_options
 from jobs.sources.kafka_client import Cluster
 from jobs.sources.kafka_config import parse_properties, redact, to_librdkafka
 
@@ -118,21 +121,31 @@ def test_kafka_options_are_validated(tmp_path):
         KafkaOptions.build(isolation="dirty")
 
 
-def test_lag_flags_offsets_below_the_log_start(spark):
-    committed = spark.createDataFrame([("g", "t", 0, 5, datetime(2026, 1, 1)), ("g", "t", 1, 50, datetime(2026, 1, 1))],
-                                      "group_id string, topic string, partition int, committed_offset bigint, as_of timestamp")
-    fetched = datetime(2026, 1, 2)
-    live = spark.createDataFrame([("t", 0, 100, 10, fetched), ("t", 1, 100, None, fetched)],
-                                 "topic string, partition int, offset bigint, log_start_offset bigint, fetched_at timestamp")
-    rows = {r.partition: r for r in consumer_lag(committed, live).collect()}
-    assert (rows[0].lag, rows[0].log_start_offset, rows[0].below_log_start, rows[0].end_offsets_fetched_at) == (95, 10, True, fetched)
-    assert (rows[1].lag, rows[1].below_log_start) == (50, None)  # log start unknown
-    from_file = consumer_lag(committed, live.select("topic", "partition", "offset")).collect()
-    assert {(r.below_log_start, r.log_start_offset, r.end_offsets_fetched_at) for r in from_file} == {(None, None, None)}
+def test_lag_flags_offsets_below_the_log_start():
+    as_of = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    committed = pa.table({"group_id": ["g", "g"], "topic": ["t", "t"], "partition": pa.array([0, 1], pa.int32()),
+                          "committed_offset": pa.array([5, 50], pa.int64()),
+                          "as_of": pa.array([as_of, as_of], pa.timestamp("us", tz="UTC"))})
+    fetched = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    live = pa.table({"topic": ["t", "t"], "partition": pa.array([0, 1], pa.int32()),
+                     "offset": pa.array([100, 100], pa.int64()), "log_start_offset": pa.array([10, None], pa.int64()),
+                     "fetched_at": pa.array([fetched, fetched], pa.timestamp("us", tz="UTC"))})
+
+    def lag(ends: pa.Table) -> dict:  # a single snapshot, current whenever it was taken (read with as_of None)
+        table = consumer_lag(committed, Snapshots.of(history_rows(ends, as_of), None), None, None)
+        return {r["partition"]: r for r in table.to_pylist()}
+
+    rows = lag(live)
+    assert (rows[0]["lag"], rows[0]["log_start_offset"], rows[0]["below_log_start"],
+            rows[0]["end_offsets_fetched_at"]) == (95, 10, True, fetched)
+    assert (rows[1]["lag"], rows[1]["below_log_start"]) == (50, None)  # log start unknown
+    from_file = lag(live.select(["topic", "partition", "offset"]))
+    assert {(r["below_log_start"], r["log_start_offset"], r["end_offsets_fetched_at"]) for r in from_file.values()} == {
+        (None, None, None)}
 
 
 def test_client_secrets_stay_out_of_query_plans(spark, capsys):
-    from jobs.sources.kafka import SOURCE_NAME, OffsetsTopicSource
+    from jobs.sources.kafka_spark import SOURCE_NAME, OffsetsTopicSource
 
     spark.dataSource.register(OffsetsTopicSource)
     cluster = Cluster("h:1", {}, to_librdkafka({"sasl.jaas.config": JAAS.replace("\\\n", "")}))

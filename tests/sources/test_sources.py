@@ -1,36 +1,62 @@
-"""Inputs: the raw-record frame (contract §Input) and topic end offsets."""
+"""Inputs: the raw records a source yields (contract §Input), as both runners read them, and topic end offsets."""
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from jobs.config import KafkaOptions, SourceSpec
 from jobs.errors import BadInput
-from jobs.sources.raw import normalise
-from jobs.sources.end_offsets import read_end_offsets
+from jobs.replay.records import records
+from jobs.sources import check_source
+from jobs.sources.end_offsets import load_end_offsets
+from jobs.sources.plan import plan_source
+
+STAMP = datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=timezone.utc)
 
 
-def test_epoch_millis_and_timestamps_are_both_accepted(spark):
-    as_ms = spark.createDataFrame([(b"k", None, 3, 7, 1700000000123, "extra")],
-                                  "key binary, value binary, partition int, offset bigint, timestamp bigint, junk string")
-    row = normalise(as_ms, "t").first()
-    assert row.timestamp == datetime(2023, 11, 14, 22, 13, 20, 123000) and row.partition == 3
-    assert "junk" not in normalise(as_ms, "t").columns
-    as_ts = spark.createDataFrame([(b"k", b"v", 3, 7, datetime(2023, 11, 14, 22, 13, 20, 123000))],
-                                  "key binary, value binary, partition int, offset bigint, timestamp timestamp")
-    assert normalise(as_ts, "t").first().timestamp == row.timestamp
+def read_records(path) -> pa.Table:
+    """What the local runner makes of a dump: every task's raw batches (plan.read), named as the replay names them."""
+    plan = plan_source(SourceSpec("parquet", str(path)), KafkaOptions(), cores=2)
+    return pa.concat_tables([records(batch) for task in plan.tasks for batch in plan.read(task)])
 
 
-def test_missing_or_mistyped_columns_are_named(spark):
-    df = spark.createDataFrame([("k", 1)], "key string, partition int")
-    with pytest.raises(BadInput, match=r"missing required column\(s\) value, offset, timestamp"):
-        normalise(df, "parquet:x")
-    df = spark.createDataFrame([("k", b"v", 1, 2, 3)], "key string, value binary, partition int, offset bigint, timestamp bigint")
-    with pytest.raises(BadInput, match="column key has type string, expected binary"):
-        normalise(df, "parquet:x")
+def test_epoch_millis_and_timestamps_are_both_accepted(spark, tmp_path):
+    as_ms = pa.table({"key": [b"k"], "value": pa.array([None], pa.binary()), "partition": pa.array([3], pa.int32()),
+                      "offset": pa.array([7], pa.int64()), "timestamp": pa.array([1700000000123], pa.int64()),
+                      "junk": ["extra"]})
+    pq.write_table(as_ms, tmp_path / "ms.parquet")
+    as_ts = as_ms.drop_columns(["junk"]).set_column(4, "timestamp", pa.array([STAMP.replace(tzinfo=None)],
+                                                                              pa.timestamp("us")))
+    pq.write_table(as_ts, tmp_path / "ts.parquet")
+    for name in ("ms.parquet", "ts.parquet"):
+        # The local runner: the tasks' batches, as records.
+        row = read_records(tmp_path / name).to_pylist()[0]
+        assert (row["record_timestamp"], row["coordinator_partition"], row["record_offset"]) == (STAMP, 3, 7), name
+        # The Spark runner: the plan's frame (naive UTC, as Spark shows a timestamp in this session).
+        frame = plan_source(SourceSpec("parquet", str(tmp_path / name)), KafkaOptions(), cores=2).frame(spark)
+        assert "junk" not in frame.columns
+        first = frame.first()
+        assert (first.timestamp, first.partition) == (STAMP.replace(tzinfo=None), 3), name
+    assert "junk" not in plan_source(SourceSpec("parquet", str(tmp_path / "ms.parquet")), KafkaOptions(),
+                                     cores=1).columns  # the local tasks never read it either
+
+
+def test_missing_or_mistyped_columns_are_named(spark, tmp_path):
+    pq.write_table(pa.table({"key": ["k"], "partition": pa.array([1], pa.int32())}), tmp_path / "few.parquet")
+    pq.write_table(pa.table({"key": ["k"], "value": [b"v"], "partition": pa.array([1], pa.int32()),
+                             "offset": pa.array([2], pa.int64()), "timestamp": pa.array([3], pa.int64())}),
+                   tmp_path / "string-key.parquet")
+    for name, message in (("few.parquet", r"missing required column\(s\) value, offset, timestamp"),
+                          ("string-key.parquet", "column key has type string, expected binary")):
+        spec = SourceSpec("parquet", str(tmp_path / name))
+        with pytest.raises(BadInput, match=f"parquet:{re.escape(str(tmp_path / name))}: {message}"):
+            check_source(spec)  # before either runner starts
+        with pytest.raises(BadInput, match=message):
+            plan_source(spec, KafkaOptions(), cores=1).frame(spark)  # the Spark runner's frame checks them too
 
 
 @pytest.mark.parametrize("name, write", [
@@ -39,14 +65,15 @@ def test_missing_or_mistyped_columns_are_named(spark):
     ("ends.parquet", lambda p: pq.write_table(pa.table({"topic": ["orders", "my.topic-x"], "partition": [0, 11],
                                                          "offset": [100, 5]}), p)),
 ])
-def test_end_offsets_in_every_format(spark, tmp_path, name, write):
+def test_end_offsets_in_every_format(tmp_path, name, write):
     path = tmp_path / name
     write(path)
-    got = sorted(tuple(r) for r in read_end_offsets(spark, str(path)).collect())
+    got = sorted(tuple(r.values()) for r in load_end_offsets(str(path)).to_pylist())
     assert got == [("my.topic-x", 11, 5, None), ("orders", 0, 100, None)]  # no timestamp: at as_of
 
 
-SNAPSHOT_1, SNAPSHOT_2 = datetime(2026, 11, 21, 8, 0), datetime(2026, 11, 21, 8, 5, 0, 250000)  # naive UTC, as Spark
+SNAPSHOT_1 = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+SNAPSHOT_2 = datetime(2026, 11, 21, 8, 5, 0, 250000, tzinfo=timezone.utc)
 
 
 @pytest.mark.parametrize("name, write", [
@@ -56,16 +83,17 @@ SNAPSHOT_1, SNAPSHOT_2 = datetime(2026, 11, 21, 8, 0), datetime(2026, 11, 21, 8,
                                         "orders,0,180,1795248300250\norders,1,7,\n")),
     ("ends.parquet", lambda p: pq.write_table(pa.table({
         "topic": ["orders"] * 3, "partition": [0, 0, 1], "offset": [100, 180, 7],
-        "timestamp": pa.array([SNAPSHOT_1, SNAPSHOT_2, None], pa.timestamp("ns"))}), p)),
+        "timestamp": pa.array([SNAPSHOT_1.replace(tzinfo=None), SNAPSHOT_2.replace(tzinfo=None), None],
+                              pa.timestamp("ns"))}), p)),  # naive: UTC, as Spark writes it
     ("ms.parquet", lambda p: pq.write_table(pa.table({
         "topic": ["orders"] * 3, "partition": [0, 0, 1], "offset": [100, 180, 7],
         "timestamp": pa.array([1795248000000, 1795248300250, None], pa.int64())}), p)),
 ])
-def test_end_offsets_with_a_timestamp_hold_many_snapshots(spark, tmp_path, name, write):
+def test_end_offsets_with_a_timestamp_hold_many_snapshots(tmp_path, name, write):
     path = tmp_path / name
     write(path)
-    got = sorted(read_end_offsets(spark, str(path)).collect(), key=lambda r: (r.partition, r.offset))
-    assert [tuple(r) for r in got] == [("orders", 0, 100, SNAPSHOT_1), ("orders", 0, 180, SNAPSHOT_2),
+    got = sorted(load_end_offsets(str(path)).to_pylist(), key=lambda r: (r["partition"], r["offset"]))
+    assert [tuple(r.values()) for r in got] == [("orders", 0, 100, SNAPSHOT_1), ("orders", 0, 180, SNAPSHOT_2),
                                        ("orders", 1, 7, None)]
 
 
@@ -79,9 +107,7 @@ def test_end_offsets_with_a_timestamp_hold_many_snapshots(spark, tmp_path, name,
      "line 2 repeats t:0 at 2025-11-21T08:00:00+00:00, given on line 1"),
     ("e.txt", "t:0:5\nu:0:1\nt:0:6\n", "line 3 repeats t:0 at as_of (no timestamp), given on line 1"),
 ])
-def test_end_offset_timestamps_are_checked_before_spark(tmp_path, name, content, message):
-    from jobs.sources.end_offsets import load_end_offsets
-
+def test_end_offset_timestamps_are_checked_before_anything_runs(tmp_path, name, content, message):
     path = tmp_path / name
     path.write_text(content)
     with pytest.raises(BadInput, match=re.escape(f"--end-offsets {path}: {message}")):
@@ -89,24 +115,22 @@ def test_end_offset_timestamps_are_checked_before_spark(tmp_path, name, content,
 
 
 def test_a_parquet_timestamp_must_be_a_time_or_epoch_millis(tmp_path):
-    from jobs.sources.end_offsets import load_end_offsets
-
     path = tmp_path / "e.parquet"
     pq.write_table(pa.table({"topic": ["t"], "partition": [0], "offset": [5], "timestamp": ["2026-11-21"]}), path)
     with pytest.raises(BadInput, match="column timestamp has type string, expected a timestamp or int64 epoch"):
         load_end_offsets(str(path))
 
 
-def test_end_offsets_errors(spark, tmp_path):
+def test_end_offsets_errors(tmp_path):
     with pytest.raises(BadInput, match="no such file"):
-        read_end_offsets(spark, str(tmp_path / "nope.txt"))
+        load_end_offsets(str(tmp_path / "nope.txt"))
     csv = tmp_path / "e.csv"
     csv.write_text("topic,partition\norders,0\n")
     with pytest.raises(BadInput, match=r"missing column\(s\) offset"):
-        read_end_offsets(spark, str(csv))
+        load_end_offsets(str(csv))
     csv.write_text("topic,partition,offset\norders,zero,5\n")
     with pytest.raises(BadInput, match="no valid topic, partition and offset"):
-        read_end_offsets(spark, str(csv))
+        load_end_offsets(str(csv))
 
 
 def test_topic_ids_map_is_validated(tmp_path):

@@ -6,24 +6,24 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
-from offsets_log import CONTROL_NAMES, DAY, MINUTE, T0, OffsetsLog, ms
+from offsets_log import CONTROL_NAMES, MINUTE, T0, OffsetsLog, ms
 from reference_replay import LogEntry, replay_log
-from test_transactions import random_log
+from replay.test_transactions import random_log
+from runs import read_tables
 
 from jobs.cli import cli
-from jobs.config import SourceSpec
+from jobs.config import KafkaOptions, RebuildConfig, SourceSpec
 from jobs.errors import BadInput
-from jobs.pipeline import check_records, rebuild
-from jobs.sources.raw import normalise
-from jobs.sources import read_source, tasks
-from jobs.sources.segments import SegmentPlan, plan_segments, read_partition, read_plan
+from jobs.pipeline import run
+from jobs.sources import tasks
+from jobs.sources.plan import plan_source
+from jobs.sources.segments import plan_segments, read_partition
 from offsets_codec.segment_writer import encode_batch, segment_file_name, write_segment
 from offsets_codec.segments import Batch, LogRecord, read_segment_file
 
@@ -99,7 +99,7 @@ def test_segments_give_the_brokers_offsets_and_open_transactions(segment_run):
     assert summary["pending_transactions"] == len(want.pending) > 0
 
 
-def test_segments_and_a_read_committed_dump_agree_except_for_open_transactions(spark, segment_run, tmp_path):
+def test_segments_and_a_read_committed_dump_agree_except_for_open_transactions(segment_run, tmp_path):
     """A read_committed consumer skips markers and aborted commits and stops at the last stable offset,
     so only the partitions with open transactions can differ, and there only from that offset on."""
     log, _, output, _ = segment_run
@@ -132,15 +132,17 @@ def entries_of_rows(rows):
     return entries(log)
 
 
-def test_segment_rows_keep_their_batch_metadata(spark, segment_run):
+def test_segment_rows_keep_their_batch_metadata(segment_run):
     log, root, _, _ = segment_run
-    source = read_source(spark, SourceSpec("segments", str(root)))
-    try:
-        got = {(r.partition, r.offset): (r.producer_id, r.is_transactional, r.is_control)
-               for r in source.records.select("partition", "offset", "producer_id", "is_transactional",
-                                              "is_control").collect()}
-    finally:
-        source.release()
+    plan = plan_source(SourceSpec("segments", str(root)), KafkaOptions(), cores=2)
+    assert len(plan.tasks) == 7 and plan.ignored == ()  # a task per coordinator partition
+    got = {}
+    for task in plan.tasks:
+        for batch in plan.read(task):
+            assert batch.column("problem").null_count == batch.num_rows  # no damage here
+            got.update({(p, o): (pid, tx, control) for p, o, pid, tx, control in zip(*(
+                batch.column(c).to_pylist() for c in ("partition", "offset", "producer_id", "is_transactional",
+                                                      "is_control")))})
     want = {(r[3], r[4]): (r[7], r[9], r[10]) for r in log.rows}
     assert got == want
 
@@ -244,6 +246,22 @@ def test_damage_loses_only_what_follows_it_in_its_segment(damaged_run):
         k: (v.offset, v.record_offset) for k, v in want.pending.items()}
 
 
+def test_spark_reads_a_damaged_log_dir_as_the_local_runner_does(spark, damaged_run, tmp_path):
+    """The same log dir on Spark's tasks (a task per partition through the kernel): the same tables, the damage
+    rows and the ignored files included."""
+    _, root, output, summary, _, _ = damaged_run
+    on_spark = run_cli(root, tmp_path / "spark", "--engine", "spark")
+    assert (summary["runner"], on_spark["runner"]) == ("local", "spark")
+    for key in ("records_read", "records_decoded", "records_quarantined", "segment_errors", "committed_offsets",
+                "pending_transactions", "groups"):
+        assert on_spark[key] == summary[key], key
+    assert sorted(map(str, on_spark["segment_damage"])) == sorted(map(str, summary["segment_damage"]))
+    local, by_spark = read_tables(output), read_tables(tmp_path / "spark")
+    assert set(by_spark) == set(local) and local["segment_errors"]
+    for name in local:
+        assert by_spark[name] == local[name], name
+
+
 def test_a_partition_streams_through_a_task_in_bounded_batches(tmp_path, monkeypatch):
     """A task holds at most BATCH_BYTES of keys and values (plus one log batch) before it yields, so a
     segment larger than the task's memory streams through; rows still come out in log order."""
@@ -291,65 +309,67 @@ def real_log_dirs(testdata: Path) -> list[Path]:
     return sorted({p.parent for p in (testdata / "broker-segments").glob("**/__consumer_offsets-*")})
 
 
-def test_real_log_dirs_rebuild_as_the_reference_replay_says(spark, shared_testdata):
+def test_real_log_dirs_rebuild_as_the_reference_replay_says(shared_testdata, tmp_path):
     """All 26 real log dirs in one read of the segments source and one rebuild: dir i's coordinator
-    partitions become 1000*i + p, so the clusters stay apart (state never crosses coordinator partitions).
-    The reference replay folds the same files, read by the codec, one record at a time."""
+    partitions become 1000*i + p (one log dir of links to their folders), so the clusters stay apart (state
+    never crosses coordinator partitions). The reference replay folds the same files, read by the codec, one
+    record at a time."""
     manifest = json.loads((shared_testdata / "broker-segments" / "MANIFEST.json").read_text())
-    partitions, expected_entries = [], []
+    root = tmp_path / "all-log-dirs"
+    root.mkdir()
+    expected_entries = []
     for i, log_dir in enumerate(real_log_dirs(shared_testdata)):
         for folder in plan_segments(str(log_dir)).partitions:
             p = 1000 * i + folder.partition
-            partitions.append(replace(folder, partition=p))
+            (root / f"__consumer_offsets-{p}").symlink_to(folder.directory, target_is_directory=True)
             for name in folder.segments:
                 for batch in read_segment_file(Path(folder.directory) / name):
                     assert isinstance(batch, Batch)  # every CRC verified, nothing truncated
                     expected_entries += [LogEntry(p, r.offset, batch.producer_id, batch.control_type, r.key, r.value)
                                          for r in batch.records]
-    frame, records, errors = read_plan(spark, SegmentPlan(partitions, []), "the real log dirs")
-    try:
-        assert errors.count() == 0
-        checked = check_records(normalise(records, "test")).persist()
-        assert checked.count() == sum(e["records"] for e in manifest) == len(expected_entries)
-        assert checked.where("error IS NOT NULL").count() == 0
-        newest = checked.agg({"record_timestamp": "max"}).first()[0].replace(tzinfo=timezone.utc)
-        tables = rebuild(checked, newest, 100 * 365 * DAY, None)
-        want = replay_log(expected_entries)
-        live = tables["committed_offsets"].unionByName(tables["expired_offsets"], allowMissingColumns=True)
-        assert {(r.coordinator_partition, r.group_id, r.topic, r.partition): (r.committed_offset, r.record_offset)
-                for r in live.collect()} == {k: (v.offset, v.record_offset) for k, v in want.committed.items()}
-        assert tables["pending_transactions"].count() == 0 == len(want.pending)
-        groups = {(r.coordinator_partition, r.group_id): r for r in tables["consumer_groups"].collect()}
-        members: dict = {}
-        for m in tables["group_members"].collect():
-            members.setdefault((m.coordinator_partition, m.group_id), set()).add(m.member_id)
-        committed, expired = tables["committed_offsets"].collect(), tables["expired_offsets"].collect()
-        # The commit history too: every offset record applied, in log order, with what it replaced.
-        history = sorted((r.coordinator_partition, r.record_offset, (r.group_id, r.topic, r.partition),
-                          r.committed_offset, r.previous_offset, r.producer_id)
-                         for r in tables["offset_commits"].collect())
-    finally:
-        frame.unpersist()
+    summary = run(RebuildConfig.build(source=f"segments:{root}", output=str(tmp_path / "out"),
+                                      retention_minutes=int(FOREVER), engine="local", workers=0))
+    assert summary["segment_errors"] == 0
+    assert summary["records_read"] == sum(e["records"] for e in manifest) == len(expected_entries)
+    assert summary["records_quarantined"] == 0
+    tables = read_tables(tmp_path / "out")
+    newest = datetime.fromisoformat(summary["as_of"].replace("Z", "+00:00"))  # the newest record's time
+    assert newest == max(datetime.fromtimestamp(t / 1000, timezone.utc) for t in (
+        r.timestamp for f in root.glob("*/*.log") for b in read_segment_file(f) for r in b.records))
+    want = replay_log(expected_entries)
+    live = tables["committed_offsets"] + tables["expired_offsets"]
+    assert {(r["coordinator_partition"], r["group_id"], r["topic"], r["partition"]): (r["committed_offset"],
+                                                                                        r["record_offset"])
+            for r in live} == {k: (v.offset, v.record_offset) for k, v in want.committed.items()}
+    assert tables["pending_transactions"] == [] == list(want.pending)
+    groups = {(r["coordinator_partition"], r["group_id"]): r for r in tables["consumer_groups"]}
+    members: dict = {}
+    for m in tables["group_members"]:
+        members.setdefault((m["coordinator_partition"], m["group_id"]), set()).add(m["member_id"])
+    committed, expired = tables["committed_offsets"], tables["expired_offsets"]
+    # The commit history too: every offset record applied, in log order, with what it replaced.
+    history = sorted((r["coordinator_partition"], r["record_offset"], (r["group_id"], r["topic"], r["partition"]),
+                      r["committed_offset"], r["previous_offset"], r["producer_id"])
+                     for r in tables["offset_commits"])
     # With a century of retention only an explicit expireTimestamp (value v1) can expire an offset, and
     # then only outside a Stable group (spec §8.2-8.3); these logs have such offsets.
-    as_of = newest.replace(tzinfo=None)
-    assert expired and all(r.expire_timestamp is not None and r.expire_timestamp <= as_of for r in expired)
+    assert expired and all(r["expire_timestamp"] is not None and r["expire_timestamp"] <= newest for r in expired)
     for r in committed:
-        if r.expire_timestamp is not None and r.expire_timestamp <= as_of:
-            assert want.groups[(r.coordinator_partition, r.group_id)].state == "Stable", r
+        if r["expire_timestamp"] is not None and r["expire_timestamp"] <= newest:
+            assert want.groups[(r["coordinator_partition"], r["group_id"])].state == "Stable", r
     # Groups: the broker's groups, minus Empty ones left without live offsets (the cleanup deletes those, §8.4).
-    offset_counts = Counter((r.coordinator_partition, r.group_id) for r in committed)
+    offset_counts = Counter((r["coordinator_partition"], r["group_id"]) for r in committed)
     for key, g in want.groups.items():
         if key not in groups:
             assert g.state == "Empty" and key not in offset_counts, key
             continue
         got = groups[key]
-        assert (got.state, got.generation, got.protocol_type, got.protocol, got.leader_id, got.offset_count) == (
-            g.state, g.generation, g.protocol_type, g.protocol, g.leader, offset_counts.get(key, 0)), key
-        stamp = None if got.current_state_timestamp is None else ms(got.current_state_timestamp.replace(
-            tzinfo=timezone.utc))
+        assert (got["state"], got["generation"], got["protocol_type"], got["protocol"], got["leader_id"],
+                got["offset_count"]) == (g.state, g.generation, g.protocol_type, g.protocol, g.leader,
+                                         offset_counts.get(key, 0)), key
+        stamp = None if got["current_state_timestamp"] is None else ms(got["current_state_timestamp"])
         assert stamp == g.current_state_timestamp or g.is_simple, key
-        assert (got.member_count, members.get(key, set())) == (len(g.member_ids), set(g.member_ids)), key
+        assert (got["member_count"], members.get(key, set())) == (len(g.member_ids), set(g.member_ids)), key
     assert set(groups) <= set(want.groups) and len(groups) > 20
     assert history == sorted(tuple(a) for a in want.history) and len(history) > 1000
 
