@@ -3,7 +3,8 @@ JVM and any worker processes go with it). Never set in production.
 
 OFFSETLAKE_KILL_AT=<moment>, one of: `read` (the source planned, nothing replayed), `replayed` (the reduced log
 and the counts computed), `staged` (every table staged, none committed), `committed:N` (right after the N-th
-table commit), `recorded` (the run recorded, its staging area not yet removed).
+table commit), `recorded` (the run recorded, its staging area not yet removed); or `worker`: a local runner's
+worker process alone, as the system kills one when memory runs out.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ KILL_AT = "OFFSETLAKE_KILL_AT"
 
 
 def kill_point(moment: str) -> None:
-    """Kill this process group now if a test asked for `moment`."""
+    """Kill this process group (a `worker`: this process) now if a test asked for `moment`."""
     if os.environ.get(KILL_AT) == moment:
+        if moment == "worker":
+            os.kill(os.getpid(), signal.SIGKILL)
         os.killpg(os.getpgrp(), signal.SIGKILL)

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from jobs.engine import Stages, group_of
+from jobs.kill_points import kill_point
 from jobs.lake.tables import conform, partition_columns
 from jobs.replay.records import numbers
 
@@ -55,7 +56,7 @@ class LocalRunner:
     def attach(self, stages: Stages) -> None:
         """Start the workers, for a run whose outputs `stages` lays out."""
         self.stages = stages
-        self._pool = _fork_pool(self.cores) if self.processes else _InProcess()
+        self._pool = _Workers(self.cores) if self.processes else _InProcess()
 
     def delta_engine(self) -> str:
         return "delta-rs"
@@ -69,61 +70,80 @@ class LocalRunner:
 
     def read_source(self, plan: Any, kernel: ChunkKernel, outputs: dict[str, pa.Schema]) -> None:
         """Pass 1: every task of `plan` through `kernel`."""
-        jobs = [self._pool.apply_async(_chunk_task, (plan, task, index, kernel, outputs, self.stages))
-                for index, task in enumerate(plan.tasks)]
-        for job in jobs:
-            job.get()
+        self._all([(_chunk_task, (plan, task, index, kernel, outputs, self.stages))
+                   for index, task in enumerate(plan.tasks)])
 
     def by_partition(self, stage: str, inputs: dict[str, str], kernel: PartitionKernel,
                      outputs: dict[str, pa.Schema]) -> None:
         """Pass 2 or 3: each group's rows of `inputs` (output name -> the stage that wrote it), partition by
         partition, through `kernel`; its outputs written as stage `stage`'s."""
-        jobs = [self._pool.apply_async(_partition_task, (stage, group, inputs, kernel, outputs, self.stages))
-                for group in range(self.stages.groups)]
-        for job in jobs:
-            job.get()
+        self._all([(_partition_task, (stage, group, inputs, kernel, outputs, self.stages))
+                   for group in range(self.stages.groups)])
+
+    def _all(self, tasks: list[tuple[Callable, tuple]]) -> None:
+        """Run `tasks`; the first failure is raised. A worker that dies (killed by the system when memory runs
+        out) fails the run with one line, where a process pool that replaces it would wait forever."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            for future in [self._pool.submit(fn, *args) for fn, args in tasks]:
+                future.result()
+        except BrokenProcessPool:
+            raise RuntimeError("a worker process died (out of memory? see the system log); "
+                               "try --workers 1, or --engine spark on a cluster") from None
 
     def close(self) -> None:
         """Stop the workers (finished, or the run failed: they must not write into a staging area it removes)."""
         if self._pool is not None:
-            self._pool.close()
-            self._pool.terminate()
-            self._pool.join()
+            self._pool.stop()
             self._pool = None
 
 
-def _fork_pool(cores: int) -> Any:
-    """A pool of `cores` forked workers that never collect this process's garbage: a worker's garbage collector
+class _Workers:
+    """`cores` forked worker processes that never collect this process's garbage: a worker's garbage collector
     would finalise what this process left in reference cycles, and some objects must not be finalised in a copy
-    (a Kafka client's handle, whose threads the fork did not copy: the worker crashes, and a pool whose worker
-    died holding its task queue's lock waits forever). So the garbage is collected here first, and what is left
-    is frozen (gc.freeze: never examined by a collection, in the workers' copies either) while they fork."""
-    gc.collect()
-    gc.freeze()
-    try:
-        return multiprocessing.get_context("fork").Pool(cores, _start_worker)
-    finally:
-        gc.unfreeze()
+    (a Kafka client's handle, whose threads the fork did not copy: the worker crashes). So the garbage is
+    collected here first, and what is left is frozen (gc.freeze: never examined by a collection, in the
+    workers' copies either) while they fork, all at once."""
+
+    def __init__(self, cores: int) -> None:
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._executor = ProcessPoolExecutor(cores, multiprocessing.get_context("fork"), initializer=_start_worker)
+        gc.collect()
+        gc.freeze()
+        try:
+            self._executor.submit(int).result()  # forks every worker now, the garbage frozen
+        finally:
+            gc.unfreeze()
+
+    def submit(self, fn: Callable, *args: Any) -> Any:
+        return self._executor.submit(fn, *args)
+
+    def stop(self) -> None:
+        """End the workers at once, whatever they are doing."""
+        processes = list(getattr(self._executor, "_processes", {}).values())  # the executor's own list
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join()
 
 
 class _InProcess:
-    """A pool's apply_async, run at once in this process."""
+    """The workers' `submit`, run at once in this process."""
 
-    def apply_async(self, fn: Callable, args: tuple) -> Any:
-        class Done:
-            def get(self) -> None:
-                return result
+    def submit(self, fn: Callable, *args: Any) -> Any:
+        from concurrent.futures import Future
 
-        result = fn(*args)
-        return Done()
+        done: Future = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as e:  # raised by result(), as a worker's would be
+            done.set_exception(e)
+        return done
 
-    def close(self) -> None:
-        pass
-
-    def terminate(self) -> None:
-        pass
-
-    def join(self) -> None:
+    def stop(self) -> None:
         pass
 
 
@@ -223,6 +243,7 @@ def _write_partitioned(table: pa.Table, folder: Path, basename: str, name: str) 
 def _chunk_task(plan: Any, task: Any, index: int, kernel: ChunkKernel, outputs: dict[str, pa.Schema],
                 stages: Stages) -> None:
     writers = _Writers(stages, "chunks", f"t{index:05d}", outputs)
+    kill_point("worker")
     try:
         for name, table in kernel(plan.read(task)):
             writers.write(name, table)

@@ -192,3 +192,19 @@ def test_the_next_complete_run_is_seen_whole(spark, runs, third):
     summary = json.loads(invoke("sql", "--output", str(out), "--format", "json",
                                 "SELECT count(*) AS n FROM consumer_groups").stdout)
     assert summary == {"n": 2}
+
+
+def test_a_worker_killed_by_the_system_fails_the_run_in_one_line_and_changes_nothing(runs, tmp_path):
+    """A local runner's worker killed (as the out-of-memory killer does) fails the run with one line, where a
+    pool that quietly replaced it would wait forever; the tables stay as they were."""
+    out = tmp_path / "tables"
+    shutil.copytree(runs["again"], out)
+    before = offsets_csv(out)
+    exe = Path(sys.executable).with_name("offsetlake")
+    died = subprocess.run([str(exe), "--quiet", "rebuild", "--source", f"parquet:{runs['second']}", "--output",
+                           str(out), "--end-offsets", str(runs["ends"])], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, KILL_AT: "worker"})
+    assert died.returncode == 1
+    lines = died.stderr.strip().splitlines()
+    assert len(lines) == 1 and "a worker process died" in lines[0], lines
+    assert offsets_csv(out) == before and not (out / STAGING_DIR).exists() and not (out / LOCK_FILE).exists()
