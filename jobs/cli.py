@@ -134,7 +134,11 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
     """Parse options into a RebuildConfig and run the pipeline; returns the run summary."""
     from jobs.config import RebuildConfig
 
-    cfg = RebuildConfig.build(**options)  # every check that needs no Spark, before the pipeline's slow imports
+    cfg = RebuildConfig.build(**options)
+
+    from jobs.sources import check_inputs
+
+    check_inputs(cfg)  # what the arguments point at, before the output is touched
 
     from jobs.lake.output_lock import OutputLock
     from jobs.lake.runs import new_run_id

@@ -1,7 +1,7 @@
 """Run configuration: defaults from conf/offsetlake.toml, overridden by command-line values.
 
-Building a configuration checks every value that can be checked before Spark starts (files, folders,
-a dump's columns), so a bad argument costs a user no JVM start.
+Building a configuration checks every value on its own (numbers, names, a folder that can be written);
+jobs.sources.check_inputs then reads what the arguments point at, before any work starts.
 """
 from __future__ import annotations
 
@@ -266,19 +266,4 @@ class RebuildConfig:
             engine=engine or "auto",
             workers=workers,
         )
-        cfg.check_inputs()
         return cfg
-
-    def check_inputs(self) -> None:
-        """Read what the arguments point at, as far as that needs no Spark: the end offsets, the topic ids and
-        the source (a dump's footers, a log dir's partition folders, a cluster's answer: last, as it may wait
-        up to --kafka-timeout)."""
-        from jobs.sources import check_source  # the sources import this module
-        from jobs.sources.end_offsets import check_end_offsets
-        from jobs.sources.topic_ids import read_topic_ids
-
-        if self.end_offsets is not None:
-            check_end_offsets(self.end_offsets, self.source, self.kafka)
-        if self.topic_ids is not None:
-            read_topic_ids(self.topic_ids)
-        check_source(self.source, self.kafka)

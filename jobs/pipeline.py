@@ -19,7 +19,8 @@ from jobs.config import RebuildConfig
 from jobs.derive.end_offsets import Snapshots, history_rows, merge_history
 from jobs.derive.members import topic_names
 from jobs.derive.stage import INPUTS as DERIVE_INPUTS, OUTPUTS as DERIVE_OUTPUTS, DeriveSettings, derive_partition
-from jobs.engine import Stages, choose_runner
+from jobs.engine import choose_runner
+from jobs.engine.stages import Stages
 from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
@@ -30,6 +31,7 @@ from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
 from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition
 from jobs.sources.end_offsets import is_live, live_cluster, load_end_offsets
+from jobs.sources import check_inputs
 from jobs.sources.plan import plan_source
 from jobs.sources.topic_ids import read_topic_ids
 
@@ -38,10 +40,11 @@ log = logging.getLogger("offsetlake")
 
 def run(cfg: RebuildConfig, lock: OutputLock | None = None, spark: Any = None) -> dict[str, Any]:
     """Read, replay and write every table; returns the run summary (the CLI prints it as JSON). `lock`: the run's
-    hold on the output when the caller took it (else taken and given up here); `spark`: a session to use when the
-    Spark runner runs (jobs.engine.choose_runner)."""
+    hold on the output when the caller took it, having checked the inputs (else both are done here); `spark`: a
+    session to use when the Spark runner runs (jobs.engine.choose_runner)."""
     if lock is not None:
         return _run(cfg, lock.run_id, spark)
+    check_inputs(cfg)  # before the output is touched
     with OutputLock.acquire(cfg.output, new_run_id()) as own:
         return _run(cfg, own.run_id, spark)
 

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from jobs.engine import Stages, group_of
+from jobs.engine.stages import Stages, group_of
 from jobs.kill_points import kill_point
 from jobs.lake.tables import conform, partition_columns
 from jobs.replay.records import numbers

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from jobs.engine import Stages
+from jobs.engine.stages import Stages
 from jobs.lake.tables import conform, partition_columns
 
 log = logging.getLogger("offsetlake")

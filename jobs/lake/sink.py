@@ -45,7 +45,7 @@ DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
 
 def delta_engine(spark: Any) -> str:
     """`spark` when the session has Spark's Delta writer, else `delta-rs`."""
-    from jobs.runtime.session import has_jvm_class
+    from jobs.runtime.classpath import has_jvm_class
 
     return "spark" if spark is not None and has_jvm_class(spark, DELTA_JVM_CLASS) else "delta-rs"
 

@@ -138,7 +138,7 @@ def register_tables(spark, output: Path, prefix: str = "") -> list[str]:
     lists them (so a replaced table never shows its old files), a partition's files with its value.
     """
     from jobs.lake.runs import snapshot
-    from jobs.runtime.session import has_jvm_class
+    from jobs.runtime.classpath import has_jvm_class
     from jobs.lake.sink import DELTA_JVM_CLASS
     from jobs.lake.tables import query_name, snapshot_tables
 

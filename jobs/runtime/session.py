@@ -141,13 +141,3 @@ def keep_spark_log() -> Path | None:
 def _remove_spark_log() -> None:
     if _spark_log is not None and not _keep_spark_log:
         _spark_log.unlink(missing_ok=True)
-
-
-def has_jvm_class(spark: SparkSession, name: str) -> bool:
-    """True when the JVM can load `name` (e.g. Delta or the Kafka source were put on the classpath)."""
-    try:
-        loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()  # noqa: SLF001
-        spark._jvm.java.lang.Class.forName(name, False, loader)  # noqa: SLF001
-        return True
-    except Exception:  # py4j raises Py4JJavaError wrapping ClassNotFoundException
-        return False

@@ -1,11 +1,25 @@
 """Sources: a Parquet dump, broker log segments or a live cluster, each planned as tasks that read the contract's
 raw records (jobs.sources.plan; the columns: jobs.sources.raw).
 
-`check_source` is what can be known about a source before anything reads it.
+`check_inputs` reads what a rebuild's arguments point at, before any work starts.
 """
 from __future__ import annotations
 
-from jobs.config import KafkaOptions, SourceSpec
+from jobs.config import KafkaOptions, RebuildConfig, SourceSpec
+
+
+def check_inputs(cfg: RebuildConfig) -> None:
+    """BadInput for what is wrong with the inputs a rebuild names: the end offsets, the topic ids and the source
+    (a dump's footers, a log dir's partition folders, a cluster's answer: last, as it may wait up to
+    --kafka-timeout)."""
+    from jobs.sources.end_offsets import check_end_offsets
+    from jobs.sources.topic_ids import read_topic_ids
+
+    if cfg.end_offsets is not None:
+        check_end_offsets(cfg.end_offsets, cfg.source, cfg.kafka)
+    if cfg.topic_ids is not None:
+        read_topic_ids(cfg.topic_ids)
+    check_source(cfg.source, cfg.kafka)
 
 
 def check_source(source: SourceSpec, kafka: KafkaOptions | None = None) -> None:

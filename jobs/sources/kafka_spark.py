@@ -14,7 +14,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from jobs.errors import BadInput
-from jobs.runtime.session import has_jvm_class
+from jobs.runtime.classpath import has_jvm_class
 from jobs.sources.kafka import Slice, read_slice
 from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
 from jobs.sources.tasks import RAW_FIELDS

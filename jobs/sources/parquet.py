@@ -70,17 +70,17 @@ def check_dump(location: str) -> str | None:
 COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
 
 
-def plan_dump(spec: Any, cores: int, task_bytes: int) -> Any:
-    """The dump's row groups spread over tasks of at most about `task_bytes` (compressed), as many as `cores` at
-    least, each with about as many records (a task's work is per record: compression varies with the keys). A
-    remote dump has no tasks: only Spark reads it."""
+def plan_dump(location: str, cores: int, task_bytes: int) -> tuple[tuple | None, int | None, tuple[str, ...]]:
+    """(tasks, bytes, the COLUMNS the dump has): the dump's row groups spread over tasks of at most about
+    `task_bytes` (compressed), as many as `cores` at least, each with about as many records (a task's work is
+    per record: compression varies with the keys). A remote dump has no tasks: only Spark reads it."""
+    import math
+
     import pyarrow.parquet as pq
 
-    from jobs.sources.plan import SourcePlan, task_count
-
-    if "://" in spec.location:
-        return SourcePlan(spec, None)
-    root = Path(spec.location)
+    if "://" in location:
+        return None, None, ()
+    root = Path(location)
     files = [(root, {})] if root.is_file() else list(data_files(root))
     groups: list[tuple[str, int, int, int, dict]] = []  # (file, row group, compressed bytes, records, values)
     names: set[str] = set()
@@ -92,7 +92,8 @@ def plan_dump(spec: Any, cores: int, task_bytes: int) -> Any:
         groups += [(str(path), i, max(_compressed(meta.row_group(i)), 1), meta.row_group(i).num_rows, values)
                    for i in range(meta.num_row_groups)]
     total = sum(size for _, _, size, _, _ in groups)
-    per_task = records / task_count(total, cores, task_bytes)
+    count = max(cores, math.ceil(total / task_bytes / cores) * cores)
+    per_task = records / count
     tasks: list[list] = [[]]
     filled = 0.0
     for path, group, _, rows, values in groups:
@@ -106,7 +107,7 @@ def plan_dump(spec: Any, cores: int, task_bytes: int) -> Any:
             task.append((path, [group], values))
         filled += rows
     planned = tuple(tuple((p, tuple(g), v) for p, g, v in t) for t in tasks if t)
-    return SourcePlan(spec, planned, dump_bytes(spec.location), columns=tuple(c for c in COLUMNS if c in names))
+    return planned, dump_bytes(location), tuple(c for c in COLUMNS if c in names)
 
 
 def _compressed(group: Any) -> int:

@@ -10,7 +10,6 @@ records as one frame.
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -77,7 +76,8 @@ def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int) -> SourcePlan
     if spec.kind == "parquet":
         from jobs.sources.parquet import plan_dump
 
-        return plan_dump(spec, cores, TASK_BYTES)
+        tasks, size, columns = plan_dump(spec.location, cores, TASK_BYTES)
+        return SourcePlan(spec, tasks, size, columns=columns)
     if spec.kind == "segments":
         from jobs.sources.segments import plan_segments
 
@@ -95,8 +95,3 @@ def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int) -> SourcePlan
     log.info("planned offsets per partition [start, end): %s",
              ", ".join(f"{s.partition}:[{s.start},{s.end})" for s in slices) or "all empty")
     return SourcePlan(spec, slices, None, kafka=cluster, kafka_reader=kafka.reader)
-
-
-def task_count(records: int, cores: int, per_task: int) -> int:
-    """Tasks for `records` of work at `per_task` each: a multiple of `cores`, at least `cores`."""
-    return max(cores, math.ceil(records / per_task / cores) * cores)

@@ -25,7 +25,8 @@ import venv
 from pathlib import Path
 from typing import Any
 
-from jobs.config import REPO_ROOT, RebuildConfig
+from jobs.config import REPO_ROOT, SourceSpec
+from jobs.sources import check_source
 from jobs.tools.sample import write_log_dir, write_sample
 
 log = logging.getLogger("offsetlake")
@@ -42,7 +43,7 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
         if not any(dump.glob("*.parquet")):
             log.info("generating a %d-record dump in %s", records, dump)
             write_sample(dump, records, seed=7)
-    RebuildConfig.build(source=f"parquet:{dump}", output=str(work / "tables"))  # checks the dump's columns
+    check_source(SourceSpec("parquet", str(dump)))  # the dump's columns
     source = f"parquet:{dump}"
     if source_format == "segments":
         log_dir = work / f"{dump.name}-segments"

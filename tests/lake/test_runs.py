@@ -6,7 +6,7 @@ import pytest
 from delta_runs import commit_run, write_table
 from deltalake import DeltaTable
 
-from jobs import runs
+from jobs.lake import runs
 from jobs.lake.runs import committed_version, finished_runs, run_id_of, snapshot, spark_user_metadata
 from jobs.lake.tables import TABLES
 

@@ -81,7 +81,7 @@ def test_this_jdk_writes_an_archive_the_module_recognises_and_starts_from_it(tmp
 
 
 def test_bench_records_the_archive_untimed_when_there_is_none(tmp_path, monkeypatch):
-    from jobs import bench
+    from jobs.tools import bench
     from jobs.config import defaults
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

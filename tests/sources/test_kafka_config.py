@@ -105,7 +105,7 @@ def test_spark_kafka_source_options_read_exactly_the_plan():
 
 
 def test_reader_choice_follows_the_classpath(spark):
-    from jobs.runtime.session import has_jvm_class
+    from jobs.runtime.classpath import has_jvm_class
 
     assert not has_jvm_class(spark, SPARK_KAFKA_CLASS)  # no spark-sql-kafka jar in this environment
     assert choose_reader(spark, "auto") == "python" and choose_reader(spark, "python") == "python"
