@@ -3,10 +3,11 @@
 Machines here are noisy, so the figures that matter are ratios between runs of the same bench on the same
 dump, each started the way a user starts it (interpreter, JVM and session start included):
 
-* floor: a fresh Spark process summing the lengths of every key and value (jobs/bench_floor.py);
+* floor: a fresh Spark process summing the lengths of every key and value (jobs/tools/bench_floor.py);
 * rebuild: `offsetlake rebuild` with the default settings, with and without the history
-  tables (`--no-history`); its run summary gives the Spark jobs, stages and tasks and the peak driver memory;
-* peer: a single-process pure-Python parser from PyPI (jobs/bench_peer.py) in a throwaway virtualenv under
+  tables (`--no-history`); its run summary gives the runner, its Spark work, and each round's peak memory (of
+  the driver, the largest worker or a local JVM);
+* peer: a single-process pure-Python parser from PyPI (jobs/tools/bench_peer.py) in a throwaway virtualenv under
   the work folder; skipped, with a note, when it cannot be installed.
 
 Rounds alternate the processes (floor, rebuild, no-history, peer, floor, ...) so a slow spell of the
@@ -66,12 +67,15 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
         commands["peer"] = [str(peer_python), "-I", str(HERE / "bench_peer.py"), str(dump)]
     archive = _with_jvm_archive(commands["no_history"])
     seconds: dict[str, list[float]] = {name: [] for name in commands}
+    peaks: dict[str, list[int]] = {name: [] for name in ("rebuild", "no_history")}
     outputs: dict[str, str] = {}
     for round_ in range(repeat):
         for name, command in commands.items():
             log.info("round %d/%d: %s", round_ + 1, repeat, name)
             took, outputs[name] = _timed(command)
             seconds[name].append(took)
+            if name in peaks:  # every round's: a jump in one round must not hide behind a median
+                peaks[name].append(_peak_mb(json.loads(outputs[name].strip().splitlines()[-1])))
     median = {name: round(statistics.median(s), 2) for name, s in seconds.items()}
     summary = json.loads(outputs["rebuild"].strip().splitlines()[-1])
     result: dict[str, Any] = {
@@ -84,8 +88,10 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
         "no_history_vs_floor": round(median["no_history"] / median["floor"], 2),
         "peer_vs_rebuild": round(median["peer"] / median["rebuild"], 2) if "peer" in median else None,
         "peer_vs_no_history": round(median["peer"] / median["no_history"], 2) if "peer" in median else None,
-        **{k: summary.get(k) for k in ("spark_jobs", "spark_stages", "spark_tasks",
-                                       "driver_python_peak_mb", "driver_jvm_peak_mb")},
+        **{k: summary.get(k) for k in ("runner", "spark_jobs", "spark_stages", "spark_tasks")},
+        # Per round, the largest process of the run: the driver, a worker, or a local JVM.
+        "peak_mb_rebuild": peaks["rebuild"],
+        "peak_mb_no_history": peaks["no_history"],
         "groups": summary["groups"],
         "committed_offsets": summary["committed_offsets"],
         "rounds": repeat,
@@ -99,6 +105,11 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
     else:
         result["peer_keys"] = json.loads(outputs["peer"].strip().splitlines()[-1])["keys"]
     return result
+
+
+def _peak_mb(summary: dict[str, Any]) -> int:
+    """The largest peak memory a run reports (its driver, its largest worker, its local JVM)."""
+    return max(summary.get(k) or 0 for k in ("driver_python_peak_mb", "worker_peak_mb", "driver_jvm_peak_mb"))
 
 
 def _with_jvm_archive(command: list[str]) -> Path | None:

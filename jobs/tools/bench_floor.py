@@ -1,6 +1,6 @@
 """The scan floor of `offsetlake bench`: a fresh Spark process that reads every key and value byte of a dump.
 
-    python jobs/bench_floor.py DUMP
+    python jobs/tools/bench_floor.py DUMP
 
 What any Spark job over the dump pays at least: interpreter, JVM and session start, and one scan
 (`sum(length(key) + coalesce(length(value), 0))`, local[2]). Spark's own defaults, nothing of offsetlake's.

@@ -1,6 +1,6 @@
 """The peer of `offsetlake bench`: what a user could script instead, in one pure-Python process.
 
-    PEER_VENV/bin/python jobs/bench_peer.py DUMP
+    PEER_VENV/bin/python jobs/tools/bench_peer.py DUMP
 
 PyPI's `prometheus-kafka-consumer-group-exporter` (0.5.x) parses `__consumer_offsets` in pure Python
 (its `parsing.py`). This feeds every record of a Parquet dump to that module's `parse_key` / `parse_value`

@@ -15,6 +15,7 @@ from runs import rebuild_tables
 GROUPS = ("g0", "g1", "g2")
 PRODUCERS = (201, 202, 203)
 YEAR = 365 * 24 * 60 * MINUTE
+MODERN_FAMILIES = ("Consumer", "Share", "Streams")
 
 operation = st.tuples(
     st.integers(0, 2),  # coordinator partition
@@ -40,8 +41,9 @@ def build(operations: list[tuple]) -> OffsetsLog:
             log.group(group, at, members=members, generation=i, coordinator=coordinator)
         elif kind == "group_tombstone":
             log.delete_group(group, at, coordinator=coordinator)
-        elif kind == "modern":  # a consumer group of its own id: the offsets of the classic ids must not move
-            log.record("ConsumerGroupMetadata", {"GroupId": f"modern-{group}"}, {"Epoch": i}, at,
+        elif kind == "modern":  # a group of another family under its own id: the classic ids' offsets must not move
+            family = MODERN_FAMILIES[i % len(MODERN_FAMILIES)]
+            log.record(f"{family}GroupMetadata", {"GroupId": f"modern-{family}-{group}"}, {"Epoch": i}, at,
                        coordinator=coordinator)
     return log
 
