@@ -1,0 +1,227 @@
+"""Where offsetlake reads and writes: a location given as a local path or a URI, resolved once.
+
+Spark reads and writes through Hadoop's filesystems, and is given the location as the user wrote it (`s3a://`,
+`hdfs://`, `abfss://`, `dbfs:/`, a path). Everything else (the local runner's files, the staged tables, the run
+record, the lock, delta-rs's commits, the reading commands) goes through this one layer: a pyarrow filesystem
+and a path in it, and the URI and storage options delta-rs takes. Credentials come from the environment
+(AWS_ACCESS_KEY_ID, GOOGLE_APPLICATION_CREDENTIALS, ...) or from `--storage-option KEY=VALUE`, named as delta-rs
+names them (AWS_ENDPOINT_URL, AWS_REGION, AZURE_STORAGE_ACCOUNT_NAME, ...); they are never printed.
+
+A plain path is a local folder, relative to the caller's working folder. `dbfs:/x` and `/Volumes/...` are local
+paths on a Databricks node (its FUSE mounts), and Spark's paths there as written.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import urlsplit
+
+from jobs.errors import BadInput
+
+# Schemes and what pyarrow and delta-rs call them.
+_ARROW = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "abfs": "abfs", "abfss": "abfs", "hdfs": "hdfs"}
+SCHEMES = ("file", *_ARROW, "dbfs")
+# Storage options that say where or how to connect, as pyarrow's S3FileSystem takes them.
+_S3 = {"AWS_ACCESS_KEY_ID": "access_key", "AWS_SECRET_ACCESS_KEY": "secret_key", "AWS_SESSION_TOKEN": "session_token",
+       "AWS_REGION": "region", "AWS_DEFAULT_REGION": "region", "AWS_ENDPOINT_URL": "endpoint_override",
+       "AWS_ENDPOINT": "endpoint_override"}
+SECRET_WORDS = ("SECRET", "KEY", "TOKEN", "PASSWORD", "CREDENTIAL", "SAS")
+
+
+@dataclass(frozen=True)
+class Location:
+    """A folder or file of offsetlake's: `uri` as Spark takes it, `path` in the filesystem `fs` resolves."""
+
+    uri: str
+    scheme: str  # "file" for a local path
+    path: str
+    options: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # storage options (delta-rs names)
+
+    @classmethod
+    def parse(cls, text: str, options: dict[str, str] | None = None, option: str = "--output",
+              cwd: str | None = None) -> "Location":
+        """`text` as a location: a URI of a known scheme, or a local path (relative: to `cwd`, default the
+        working folder). BadInput for an unknown scheme."""
+        found = tuple(sorted((options or {}).items()))
+        scheme = urlsplit(text).scheme.lower() if "://" in text or text.startswith("dbfs:/") else ""
+        if not scheme or len(scheme) == 1:  # a path (C: is a drive, not a scheme)
+            path = os.path.abspath(os.path.join(cwd or os.getcwd(), text))
+            return cls(path, "file", path, found)
+        if scheme not in SCHEMES:
+            raise BadInput(f"{option} {text}: unknown scheme {scheme}:// (expected a path or "
+                           f"{', '.join(s + '://' for s in SCHEMES if s != 'dbfs')} or dbfs:/)")
+        if scheme == "file":
+            path = urlsplit(text).path or "/"
+            return cls(path, "file", path, found)
+        if scheme == "dbfs":  # the driver sees DBFS through its FUSE mount
+            return cls(text, "dbfs", "/dbfs/" + text.split(":", 1)[1].lstrip("/"), found)
+        parts = urlsplit(text)
+        if not parts.netloc:
+            raise BadInput(f"{option} {text}: no bucket, container or host after {scheme}://")
+        return cls(text.rstrip("/"), scheme, f"{parts.netloc}{parts.path}".rstrip("/"), found)
+
+    @property
+    def local(self) -> bool:
+        return self.scheme in ("file", "dbfs")
+
+    @property
+    def local_path(self) -> Path:
+        """The location as a path of this machine (a local location only)."""
+        if not self.local:
+            raise ValueError(f"{self.uri} is not a local path")
+        return Path(self.path)
+
+    @property
+    def fs(self) -> Any:
+        """The pyarrow filesystem `path` is in."""
+        return filesystem(self.scheme, self.path.split("/", 1)[0] if not self.local else "", self.options)
+
+    @property
+    def delta_uri(self) -> str:
+        """The location as delta-rs takes it: a local path, or the URI (s3a:// read as s3://)."""
+        if self.local:
+            return self.path
+        return ("s3://" + self.path) if self.scheme in ("s3", "s3a") else self.uri
+
+    @property
+    def storage_options(self) -> dict[str, str] | None:
+        """The storage options for delta-rs (None: from the environment only)."""
+        options = dict(self.options)
+        if self.scheme in ("s3", "s3a") and options.get("AWS_ENDPOINT_URL", "").startswith("http://"):
+            options.setdefault("AWS_ALLOW_HTTP", "true")
+        return options or None
+
+    def child(self, *names: str) -> "Location":
+        sep = "/" if not self.uri.endswith("/") else ""
+        return Location(self.uri + sep + "/".join(names), self.scheme, posixpath.join(self.path, *names),
+                        self.options)
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+    @property
+    def parent(self) -> "Location":
+        return Location(self.uri.rsplit("/", 1)[0], self.scheme, posixpath.dirname(self.path), self.options)
+
+    # --- files, through the filesystem ----------------------------------------------------------------
+
+    def exists(self) -> bool:
+        from pyarrow.fs import FileType
+
+        return self.fs.get_file_info(self.path).type != FileType.NotFound
+
+    def is_dir(self) -> bool:
+        from pyarrow.fs import FileType
+
+        return self.fs.get_file_info(self.path).type == FileType.Directory
+
+    def mkdir(self) -> None:
+        self.fs.create_dir(self.path, recursive=True)
+
+    def children(self) -> list["Location"]:
+        """The entries of this folder (none when it does not exist)."""
+        from pyarrow.fs import FileSelector
+
+        if not self.is_dir():
+            return []
+        infos = self.fs.get_file_info(FileSelector(self.path))
+        return [self.child(posixpath.basename(i.path)) for i in sorted(infos, key=lambda i: i.path)]
+
+    def files(self, pattern_start: str = "") -> Iterator["Location"]:
+        """Every file under this folder whose name starts with `pattern_start`, at any depth."""
+        from pyarrow.fs import FileSelector, FileType
+
+        if not self.is_dir():
+            return
+        for info in self.fs.get_file_info(FileSelector(self.path, recursive=True)):
+            if info.type == FileType.File and posixpath.basename(info.path).startswith(pattern_start):
+                yield Location(self.uri + info.path[len(self.path):], self.scheme, info.path, self.options)
+
+    def remove(self) -> None:
+        """Remove this file or folder, if it is there."""
+        from pyarrow.fs import FileType
+
+        kind = self.fs.get_file_info(self.path).type
+        if kind == FileType.Directory:
+            self.fs.delete_dir(self.path)
+        elif kind == FileType.File:
+            self.fs.delete_file(self.path)
+
+    def read_text(self) -> str:
+        with self.fs.open_input_stream(self.path) as f:
+            return f.read().decode()
+
+    def write_text(self, text: str) -> None:
+        with self.fs.open_output_stream(self.path) as f:
+            f.write(text.encode())
+
+    def mtime(self) -> float | None:
+        info = self.fs.get_file_info(self.path)
+        return None if info.mtime is None else info.mtime.timestamp()
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+_FILESYSTEMS: dict[tuple, Any] = {}
+
+
+def filesystem(scheme: str, authority: str, options: tuple[tuple[str, str], ...]) -> Any:
+    """The pyarrow filesystem of a scheme (one per process and settings)."""
+    key = (scheme if scheme not in ("file", "dbfs") else "file", authority if scheme == "hdfs" else "", options)
+    if key not in _FILESYSTEMS:
+        _FILESYSTEMS[key] = _open_filesystem(scheme, authority, dict(options))
+    return _FILESYSTEMS[key]
+
+
+def _open_filesystem(scheme: str, authority: str, options: dict[str, str]) -> Any:
+    import pyarrow.fs as pafs
+
+    kind = _ARROW.get(scheme, "file")
+    if kind == "file":
+        return pafs.LocalFileSystem()
+    if kind == "s3":
+        settings: dict[str, Any] = {}
+        for name, value in {**{k: v for k, v in os.environ.items() if k in _S3}, **options}.items():
+            if name in _S3:
+                settings[_S3[name]] = value
+        endpoint = settings.get("endpoint_override")
+        if endpoint and "://" in endpoint:
+            parts = urlsplit(endpoint)
+            settings["endpoint_override"] = parts.netloc
+            settings["scheme"] = parts.scheme
+        return pafs.S3FileSystem(**settings)
+    if kind == "gs":
+        return pafs.GcsFileSystem()
+    if kind == "abfs":
+        account = options.get("AZURE_STORAGE_ACCOUNT_NAME") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME")
+        host = authority.split("@", 1)[-1]
+        if account is None and host.endswith(".dfs.core.windows.net"):
+            account = host.split(".", 1)[0]
+        key = options.get("AZURE_STORAGE_ACCOUNT_KEY") or os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
+        return pafs.AzureFileSystem(account_name=account, account_key=key)
+    host, _, port = authority.partition(":")
+    return pafs.HadoopFileSystem(host, int(port or 8020))
+
+
+def parse_storage_options(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """`KEY=VALUE` pairs of --storage-option as a dict; BadInput for one without `=`."""
+    found = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"--storage-option {key.strip() or pair!r}: expected KEY=VALUE")
+        found[key.strip()] = value
+    return found
+
+
+def redact(text: str, options: dict[str, str] | tuple) -> str:
+    """`text` with every secret storage option's value replaced."""
+    for key, value in dict(options).items():
+        if value and any(word in key.upper() for word in SECRET_WORDS) and len(value) >= 4:
+            text = text.replace(value, "****")
+    return text
