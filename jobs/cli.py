@@ -72,13 +72,30 @@ def cli(debug: bool, quiet: bool) -> None:
     log.setLevel(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO)
 
 
+def storage_option(fn: Callable) -> Callable:
+    """--storage-option, for every command that takes a location."""
+    return click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
+                        help="A setting of the object store or filesystem of a URI location, as delta-rs names "
+                        "it (AWS_ENDPOINT_URL, AWS_REGION, AZURE_STORAGE_ACCOUNT_NAME, ...); repeatable. "
+                        "Credentials also come from the environment. Never printed.")(fn)
+
+
+def _tables(output: str, pairs: tuple[str, ...]) -> Any:
+    """The --output of a reading command, checked (jobs.lake.runs.existing_output)."""
+    from jobs.config import storage_options
+    from jobs.lake.runs import existing_output
+
+    return existing_output(output, storage_options(pairs))
+
+
 def rebuild_options(fn: Callable) -> Callable:
     """The options of `rebuild`, shared with the spark-submit entry (jobs/__main__.py)."""
     for option in reversed([
         click.option("--source", required=True, metavar="SOURCE",
                      help="parquet:PATH, segments:DIR or kafka:HOST:PORT[,HOST:PORT...]"),
-        click.option("--output", required=True, type=click.Path(file_okay=False), metavar="DIR",
-                     help="Folder for the Delta tables (DIR/<table>)."),
+        click.option("--output", required=True, metavar="DIR",
+                     help="Folder for the Delta tables (DIR/<table>): a path or a URI (file://, hdfs://, "
+                     "s3://, s3a://, abfss://, gs://, dbfs:/)."),
         click.option("--as-of", metavar="TIME", help="ISO-8601 or epoch ms. Default: newest record timestamp."),
         click.option("--retention-minutes", type=click.IntRange(min=1), metavar="N",
                      help="offsets.retention.minutes (default from conf/offsetlake.toml: 10080)."),
@@ -98,7 +115,7 @@ def rebuild_options(fn: Callable) -> Callable:
                      "DIR/snapshots/<table> (partitioned by as_of; a rerun at the same as_of replaces its partition)."),
         click.option("--catalog-database", metavar="NAME", help="After the run, register every table in Spark's "
                      "catalog as NAME.<table> (snapshots as NAME.snapshots_<table>)."),
-        click.option("--catalog-dir", type=click.Path(file_okay=False), metavar="DIR", help="Spark's local catalog "
+        click.option("--catalog-dir", metavar="DIR", help="Spark's local catalog "
                      "(Derby) when the session has no metastore; default: DIR/_catalog of --output."),
         click.option("--engine", type=click.Choice(["auto", "local", "spark"]), help="Who runs the replay: a pool "
                      "of this machine's processes without a JVM (local), Spark's tasks (spark), or local for a local "
@@ -110,7 +127,7 @@ def rebuild_options(fn: Callable) -> Callable:
                      "version, so time travel to any earlier run works)."),
     ]):
         fn = option(fn)
-    return kafka_options(fn)
+    return storage_option(kafka_options(fn))
 
 
 def kafka_options(fn: Callable) -> Callable:
@@ -188,20 +205,22 @@ def rebuild(**options: Any) -> None:
 
 @cli.command()
 @click.option("--source", required=True, metavar="SOURCE", help="kafka:HOST:PORT[,...], segments:DIR or parquet:PATH.")
-@click.option("--output", required=True, type=click.Path(), metavar="PATH", help="Parquet dump to write (must not exist).")
+@click.option("--output", required=True, metavar="PATH", help="Parquet dump to write (must not exist): a path or a URI.")
 @kafka_options
-def dump(source: str, output: str, **kafka: Any) -> None:
+@storage_option
+def dump(source: str, output: str, storage_option: tuple[str, ...], **kafka: Any) -> None:
     """Write SOURCE's raw records as a Parquet dump (the contract's input), to rebuild later at any as-of.
 
     Example: offsetlake dump --source kafka:broker1:9092 --kafka-config client.properties --output dump/
     """
-    from jobs.config import KafkaOptions, SourceSpec, output_folder
+    from jobs.config import KafkaOptions, SourceSpec, output_folder, storage_options
     from jobs.sources import check_source
 
     options = KafkaOptions.build(kafka["kafka_config"], kafka["kafka_isolation"], kafka["kafka_timeout"],
                                  kafka["kafka_reader"])
-    spec = SourceSpec.parse(source)
-    target = output_folder(output, new=True)
+    storage = storage_options(storage_option)
+    spec = SourceSpec.parse(source, storage)
+    target = output_folder(output, new=True, storage_options=storage)
     check_source(spec, options)
 
     from jobs.sources.tasks import task_errors
@@ -214,59 +233,64 @@ def dump(source: str, output: str, **kafka: Any) -> None:
 @cli.command()
 @click.option("--source", required=True, metavar="SOURCE", help="parquet:PATH (a dump) or segments:DIR.")
 @click.option("--limit", type=click.IntRange(min=0), help="Stop after N records.")
-def decode(source: str, limit: int | None) -> None:
+@storage_option
+def decode(source: str, limit: int | None, storage_option: tuple[str, ...]) -> None:
     """Print each record as Kafka's console formatters do (one JSON object per line).
 
     Undecodable records print {"partition":..,"offset":..,"error":..} with the raw bytes in Base64;
     segments also print transaction markers ({"marker":"COMMIT",...}) and damage ({"damage":...}).
     Example: offsetlake decode --source parquet:dump/ --limit 20
     """
+    from jobs.config import storage_options
     from jobs.readers.views import decode_lines
 
-    for line in decode_lines(source, limit):
+    for line in decode_lines(source, limit, storage_options(storage_option)):
         click.echo(line)
 
 
 @cli.command()
-@click.option("--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Tables of a rebuild.")
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
 @click.option("--group", "group_id", required=True, metavar="G", help="Group id.")
 @click.option("--members", "view", flag_value="members", help="Members view.")
 @click.option("--state", "view", flag_value="state", help="State view.")
 @click.option("--verbose", is_flag=True, help="Extra columns, as kafka-consumer-groups.sh --verbose.")
-def describe(output: str, group_id: str, view: str | None, verbose: bool) -> None:
+def describe(output: str, storage_option: tuple[str, ...], group_id: str, view: str | None, verbose: bool) -> None:
     """Print a group like `kafka-consumer-groups.sh --describe` (offsets, --members or --state).
 
     Example: offsetlake describe --output tables/ --group my-group --members
     """
     from jobs.readers.describe import describe_group
 
-    out, err = describe_group(Path(output), group_id, view or "offsets", verbose)
+    out, err = describe_group(_tables(output, storage_option), group_id, view or "offsets", verbose)
     if err:
         click.echo(err, err=True, nl=False)
     click.echo(out, nl=False)
 
 
 @cli.command()
-@click.option("--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Tables of a rebuild.")
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
 @click.option("--rows", type=click.IntRange(min=0), default=5, show_default=True, help="Rows per table.")
-def show(output: str, rows: int) -> None:
+def show(output: str, storage_option: tuple[str, ...], rows: int) -> None:
     """Print where each table is, its row count and its first rows.
 
     Example: offsetlake show --output tables/ --rows 3
     """
     from jobs.readers.views import show_tables
 
-    click.echo(show_tables(Path(output), rows), nl=False)
+    click.echo(show_tables(_tables(output, storage_option), rows), nl=False)
 
 
 @cli.command()
-@click.option("--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Tables of a rebuild.")
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
               help="An aligned table, CSV with a header line, or JSON Lines (one object per row and line).")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N",
               help=f"Print at most N rows (0: all). Default: {SQL_TABLE_ROWS} for the table, all for csv and json.")
 @click.argument("query", metavar="SQL")
-def sql(output: str, fmt: str, limit: int | None, query: str) -> None:
+def sql(output: str, storage_option: tuple[str, ...], fmt: str, limit: int | None, query: str) -> None:
     """Run SQL over the tables, without Spark (DataFusion, as delta-rs ships it: PostgreSQL-like SQL).
 
     Tables have their contract names (committed_offsets, consumer_lag, consumer_groups, ...), all from the
@@ -276,7 +300,7 @@ def sql(output: str, fmt: str, limit: int | None, query: str) -> None:
     """
     from jobs.readers.sql import csv_chunks, json_lines, query as run_query, table_text
 
-    reader = run_query(Path(output), query)
+    reader = run_query(_tables(output, storage_option), query)
     try:
         if fmt == "table":
             text, truncated = table_text(reader, SQL_TABLE_ROWS if limit is None else limit or None)
@@ -293,10 +317,11 @@ def sql(output: str, fmt: str, limit: int | None, query: str) -> None:
 
 
 @cli.command("reset-offsets")
-@click.option("--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Tables of a rebuild.")
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
 @click.option("--group", "group_id", required=True, metavar="G", help="Group id.")
 @click.option("--topic", metavar="T", help="Only this topic's partitions.")
-def reset_offsets(output: str, group_id: str, topic: str | None) -> None:
+def reset_offsets(output: str, storage_option: tuple[str, ...], group_id: str, topic: str | None) -> None:
     """Print the group's committed offsets as `topic,partition,offset` lines (no header, sorted), at the
     as_of of the newest complete rebuild: the CSV `kafka-consumer-groups.sh --reset-offsets --from-file` reads.
     No Spark.
@@ -306,7 +331,7 @@ def reset_offsets(output: str, group_id: str, topic: str | None) -> None:
     """
     from jobs.readers.reset_offsets import reset_plan
 
-    click.echo(reset_plan(Path(output), group_id, topic), nl=False)
+    click.echo(reset_plan(_tables(output, storage_option), group_id, topic), nl=False)
 
 
 @cli.command()
@@ -350,7 +375,7 @@ def bench(records: int, dump: str | None, work: str, source_format: str, repeat:
     """
     from jobs.config import output_folder
 
-    output_folder(work, "--work")  # before a dump is generated there
+    output_folder(work, "--work", local=True)  # before a dump is generated there
 
     from jobs.tools.bench import run_bench
 
@@ -371,7 +396,7 @@ def demo(workdir: str, records: int) -> None:
 
     from jobs.config import output_folder
 
-    base = output_folder(workdir, "--dir")  # before the sample is written there
+    base = Path(output_folder(workdir, "--dir", local=True).path)  # before the sample is written there
 
     from jobs.tools.sample import write_sample
     from jobs.readers.views import show_tables

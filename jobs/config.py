@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.errors import BadInput
+
+if TYPE_CHECKING:
+    from jobs.lake.storage import Location
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent  # a checkout; in an installed wheel this is site-packages
@@ -46,9 +49,10 @@ class SourceSpec:
 
     kind: str
     location: str
+    storage: tuple[tuple[str, str], ...] = ()  # --storage-option pairs, for a dump on an object store
 
     @classmethod
-    def parse(cls, text: str) -> "SourceSpec":
+    def parse(cls, text: str, storage: dict[str, str] | None = None) -> "SourceSpec":
         kind, sep, location = text.partition(":")
         if not sep or kind not in SOURCE_KINDS or not location:
             raise BadInput(
@@ -56,7 +60,17 @@ class SourceSpec:
             )
         if kind == "segments":
             log_dir(location)  # a missing folder is reported before Spark starts
-        return cls(kind, location)
+        spec = cls(kind, location, tuple(sorted((storage or {}).items())))
+        if kind == "parquet":
+            spec.dump  # an unknown scheme is reported now
+        return spec
+
+    @property
+    def dump(self) -> "Location":
+        """A parquet source's location."""
+        from jobs.lake.storage import Location
+
+        return Location.parse(self.location, dict(self.storage), f"--source {self.kind}:")
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.location}"
@@ -73,12 +87,23 @@ def log_dir(location: str) -> Path:
     return root
 
 
-def output_folder(location: str, option: str = "--output", *, new: bool = False) -> Path:
-    """A folder this process can write in, or create (`new`: one that must not exist yet, as a dump is
-    never overwritten). A `scheme://` location is left to the filesystem that writes it."""
-    path = Path(location)
-    if "://" in location:
-        return path
+def output_folder(location: str, option: str = "--output", *, new: bool = False, local: bool = False,
+                  storage_options: dict[str, str] | None = None) -> "Location":
+    """A folder this process can write in, or create (`new`: one that must not exist yet, as a dump is never
+    overwritten): a local path (relative to the working folder) or a URI (jobs.lake.storage), whose filesystem
+    is asked once, so that a bucket that does not exist, missing credentials or an unreachable endpoint is one
+    line now rather than a failure after the work."""
+    from jobs.lake.storage import Location
+
+    where = Location.parse(location, storage_options, option)
+    if local and not where.local:
+        raise BadInput(f"{option} {location}: must be a folder of this machine")
+    if not where.local:
+        where.check_reachable(option, location)
+        if new and where.exists():
+            raise BadInput(f"{option} {location}: already exists (a dump is never overwritten)")
+        return where
+    path = Path(where.path)
     if new and os.path.lexists(path):
         raise BadInput(f"{option} {location}: already exists (a dump is never overwritten)")
     existing = path  # the folder that exists, or the nearest ancestor that does (mkdir -p starts there)
@@ -86,11 +111,18 @@ def output_folder(location: str, option: str = "--output", *, new: bool = False)
         existing = existing.parent
     if not existing.is_dir():
         if existing == path:
-            raise BadInput(f"{option} {location}: not a directory")
+            raise BadInput(f"{option} {location}: is a file, not a folder")
         raise BadInput(f"{option} {location}: cannot be created: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only filesystem, even for root
         raise BadInput(f"{option} {location}: cannot write in {existing} (permission denied)")
-    return path
+    return where
+
+
+def storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    """--storage-option KEY=VALUE pairs as a dict."""
+    from jobs.lake.storage import parse_storage_options
+
+    return parse_storage_options(pairs)
 
 
 def parse_time(text: str) -> datetime:
@@ -166,14 +198,15 @@ class CatalogOptions:
         if not SQL_IDENTIFIER.fullmatch(database):
             raise BadInput(f"--catalog-database {database!r}: not a SQL identifier (letters, digits and _, "
                            f"not starting with a digit, at most 128)")
+        from jobs.lake.storage import Location
+
         if catalog_dir is None:
-            if "://" in output:  # Derby keeps its files on a local disk
+            where = Location.parse(output)
+            if not where.local:  # Derby keeps its files on a local disk
                 return cls(database, None)
-            folder = Path(output) / CATALOG_DIR
+            folder = Path(where.path) / CATALOG_DIR
         else:
-            if "://" in catalog_dir:
-                raise BadInput(f"--catalog-dir {catalog_dir}: must be a local folder (Spark's Derby catalog)")
-            folder = output_folder(catalog_dir, "--catalog-dir")
+            folder = Path(output_folder(catalog_dir, "--catalog-dir", local=True).path)
         return cls(database, Path(os.path.abspath(folder)))  # Derby's URL and a view's paths must be absolute
 
 
@@ -182,11 +215,11 @@ class RebuildConfig:
     """Everything one rebuild needs; built by the CLI, consumed by pipeline.run."""
 
     source: SourceSpec
-    output: Path
+    output: "Location"
     as_of: datetime | None = None  # None: the newest record timestamp in the input
     retention_minutes: int = 10080
-    end_offsets: str | None = None
-    topic_ids: Path | None = None
+    end_offsets: str | None = None  # a file's location, or kafka[:HOST:PORT] (jobs.sources.end_offsets)
+    topic_ids: str | None = None  # a file's location
     kafka: KafkaOptions = KafkaOptions()
     history: bool = True  # offset_commits and group_events (--no-history skips them)
     rate_window_minutes: int = 15  # consumer_lag's consume_rate and produce_rate average over this
@@ -196,6 +229,7 @@ class RebuildConfig:
     keep_runs: int | None = None  # delete files only versions older than the last N complete runs reference
     engine: str = "auto"  # who runs the kernel: local, spark, or auto (jobs.engine.choose_runner)
     workers: int | None = None  # the local runner's worker processes (None: one per core; 0: this process)
+    storage: tuple[tuple[str, str], ...] = ()  # --storage-option pairs (jobs.lake.storage)
 
     @property
     def retention_ms(self) -> int:
@@ -210,6 +244,7 @@ class RebuildConfig:
         cls,
         source: str,
         output: str,
+        storage_option: tuple[str, ...] = (),
         as_of: str | None = None,
         retention_minutes: int | None = None,
         end_offsets: str | None = None,
@@ -244,18 +279,14 @@ class RebuildConfig:
             raise BadInput(f"--workers {workers}: must be 0 (in this process) or more")
         if keep_runs is not None and keep_runs < 1:
             raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
-        topic_ids_path = None
-        if topic_ids is not None:
-            topic_ids_path = Path(topic_ids)
-            if not topic_ids_path.is_file():
-                raise BadInput(f"--topic-ids {topic_ids}: no such file")
+        storage = storage_options(storage_option)
         cfg = cls(
             as_of=parse_time(as_of) if as_of is not None else None,
-            source=SourceSpec.parse(source),
-            output=output_folder(output),
+            source=SourceSpec.parse(source, storage),
+            output=output_folder(output, storage_options=storage),
             retention_minutes=retention,
             end_offsets=end_offsets,
-            topic_ids=topic_ids_path,
+            topic_ids=topic_ids,
             kafka=KafkaOptions.build(kafka_config, kafka_isolation, kafka_timeout, kafka_reader),
             history=not no_history,
             rate_window_minutes=rate_window,
@@ -265,5 +296,6 @@ class RebuildConfig:
             keep_runs=keep_runs,
             engine=engine or "auto",
             workers=workers,
+            storage=tuple(sorted(storage.items())),
         )
         return cfg

@@ -24,7 +24,7 @@ from jobs.engine.stages import Stages
 from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
-from jobs.lake.sink import TableSink, new_staging
+from jobs.lake.sink import TableSink
 from jobs.lake.tables import TABLES, arrow_schema
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, newest_plausible, read_chunk
 from jobs.replay.counts import total
@@ -43,24 +43,24 @@ def run(cfg: RebuildConfig, lock: OutputLock | None = None, spark: Any = None) -
     hold on the output when the caller took it, having checked the inputs (else both are done here); `spark`: a
     session to use when the Spark runner runs (jobs.engine.choose_runner)."""
     if lock is not None:
-        return _run(cfg, lock.run_id, spark)
+        return _run(cfg, lock, spark)
     check_inputs(cfg)  # before the output is touched
     with OutputLock.acquire(cfg.output, new_run_id()) as own:
-        return _run(cfg, own.run_id, spark)
+        return _run(cfg, own, spark)
 
 
-def _run(cfg: RebuildConfig, run_id: str, spark: Any) -> dict[str, Any]:
+def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
+    run_id = lock.run_id
     started_at = datetime.now(timezone.utc)
     started = time.monotonic()
     live_ends = live_cluster(cfg.end_offsets, cfg.source, cfg.kafka) if cfg.end_offsets and is_live(cfg.end_offsets) \
         else None
-    topic_ids = read_topic_ids(cfg.topic_ids) if cfg.topic_ids else {}
-    staging = new_staging(cfg.output, run_id)
+    topic_ids = read_topic_ids(cfg.topic_ids, dict(cfg.storage)) if cfg.topic_ids else {}
     runner = choose_runner(cfg, spark)
     plan = plan_source(cfg.source, cfg.kafka, runner.cores)
-    stages = Stages(staging, {**CHUNK_OUTPUTS, **REPLAY_OUTPUTS, **DERIVE_OUTPUTS}, runner.groups(plan))
+    stages = Stages(cfg.output, run_id, {**CHUNK_OUTPUTS, **REPLAY_OUTPUTS, **DERIVE_OUTPUTS}, runner.groups(plan))
     runner.attach(stages)
-    sink = TableSink(cfg.output, staging, runner.delta_engine(), cfg.snapshot, runner.spark)
+    sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark)
     try:
         log.info("reading %s (%s runner)", cfg.source, runner.name)
         kill_point("read")
@@ -94,6 +94,8 @@ def _run(cfg: RebuildConfig, run_id: str, spark: Any) -> dict[str, Any]:
         kill_point("staged")
         runner.close()
         summary = _summary(cfg, stages, sink, counts, moments, as_of, plan)
+        if lock.lost:
+            raise RuntimeError(f"another run took the lock on {cfg.output} over: this run writes nothing")
         sink.commit(as_of, str(cfg.source), tables=[t for t in TABLES if cfg.history or t not in
                                                     ("offset_commits", "group_events", "group_status")])
         vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
@@ -122,12 +124,10 @@ def _derive_kernel(inputs: dict[str, pa.Table], settings: DeriveSettings) -> Ite
 
 def _previous_end_offsets(cfg: RebuildConfig) -> pa.Table | None:
     """end_offsets_history as the newest complete run left it, or None."""
-    from deltalake import DeltaTable
-
-    version = snapshot(cfg.output, ["end_offsets_history"]).versions.get("end_offsets_history")
-    if version is None:
+    tables = snapshot(cfg.output, ["end_offsets_history"])
+    if "end_offsets_history" not in tables.versions:
         return None
-    rows = DeltaTable(str(cfg.output / "end_offsets_history"), version=version).to_pyarrow_table()
+    rows = tables.open("end_offsets_history").to_pyarrow_table()
     return rows if rows.num_rows else None
 
 
@@ -151,7 +151,7 @@ def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None,
         at_as_of = history_rows(fetched.drop_columns(["fetched_at"]), as_of)
         return {"history": merge_history(previous, history_rows(fetched, as_of)),
                 "lag": history_rows(fetched, as_of), "status": merge_history(previous, at_as_of)}
-    new = history_rows(load_end_offsets(cfg.end_offsets), as_of) if cfg.end_offsets else None
+    new = history_rows(load_end_offsets(cfg.end_offsets, dict(cfg.storage)), as_of) if cfg.end_offsets else None
     history = previous if new is None else merge_history(previous, new)
     return {"history": history, "lag": history, "status": history}
 
@@ -215,7 +215,7 @@ def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[s
         "modern_group_records": counts["modern_group_records"],
         "retention_minutes": cfg.retention_minutes,
         "delta_engine": sink.engine,
-        "output": str(cfg.output),
+        "output": cfg.output.uri,
     }
     if copies or conflicts:
         log.warning("%d records were read twice (replayed once) and %d conflicting copies were quarantined",

@@ -9,10 +9,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from deltalake import DeltaTable
-
 from jobs.config import RebuildConfig
 from jobs.lake.runs import snapshot
+from jobs.lake.storage import Location
 from jobs.lake.tables import TABLES
 from jobs.pipeline import run
 
@@ -38,13 +37,13 @@ def rebuild_tables(log: Any, base: Path, *, engine: str = "local", as_of_ms: int
     return {"summary": summary, **read_tables(out)}
 
 
-def read_tables(out: Path) -> dict[str, list[dict[str, Any]]]:
-    """Every table of the newest complete run under `out`, as rows."""
+def read_tables(out: "Path | Location") -> dict[str, list[dict[str, Any]]]:
+    """Every table of the newest complete run under `out` (a folder, or a Location on any filesystem), as rows."""
     tables = snapshot(out, TABLES)
     found = {}
     for name in TABLES:
         if name in tables.versions:
-            rows = DeltaTable(str(out / name), version=tables.versions[name]).to_pyarrow_table().to_pylist()
+            rows = tables.open(name).to_pyarrow_table().to_pylist()
             found[name] = sorted(rows, key=lambda r: repr(sorted(r.items())))
     return found
 

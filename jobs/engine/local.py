@@ -16,7 +16,6 @@ import gc
 import logging
 import multiprocessing
 import signal
-from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -25,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from jobs.engine.stages import Stages, group_of
+from jobs.lake.storage import Location
 from jobs.kill_points import kill_point
 from jobs.lake.tables import conform, partition_columns
 from jobs.replay.records import numbers
@@ -215,11 +215,12 @@ class _Writers:
         import pyarrow.parquet as pq
 
         if name not in self._open:
-            kind = name.split("/")[0]
-            folder = self.stages.folder(self.stage, kind) / name[len(kind) + 1:] if "/" in name else \
-                self.stages.folder(self.stage, name)
-            folder.mkdir(parents=True, exist_ok=True)
-            self._open[name] = pq.ParquetWriter(folder / f"{self.part}.parquet", schema)
+            kind, _, sub = name.partition("/")
+            folder = self.stages.folder(self.stage, kind)
+            folder = folder.child(sub) if sub else folder
+            folder.mkdir()
+            self._open[name] = pq.ParquetWriter(folder.child(f"{self.part}.parquet").path, schema,
+                                                filesystem=folder.fs)
         return self._open[name]
 
     def close(self) -> None:
@@ -229,15 +230,16 @@ class _Writers:
             writer.close()
 
 
-def _write_partitioned(table: pa.Table, folder: Path, basename: str, name: str) -> None:
+def _write_partitioned(table: pa.Table, folder: Location, basename: str, name: str) -> None:
     columns = partition_columns(name)
     partitioning = pads.partitioning(pa.schema([table.schema.field(c) for c in columns]), flavor="hive")
     days = len(pc.unique(table.column(columns[0])))
     options = pads.ParquetFileFormat().make_write_options(
         use_dictionary=[f.name for f in table.schema if pa.types.is_string(f.type)])
-    pads.write_dataset(table, folder, format="parquet", basename_template=f"{basename}-{{i}}.parquet",
-                       partitioning=partitioning, existing_data_behavior="overwrite_or_ignore",
-                       max_partitions=days + 1, use_threads=False, file_options=options)
+    pads.write_dataset(table, folder.path, filesystem=folder.fs, format="parquet",
+                       basename_template=f"{basename}-{{i}}.parquet", partitioning=partitioning,
+                       existing_data_behavior="overwrite_or_ignore", max_partitions=days + 1, use_threads=False,
+                       file_options=options)
 
 
 def _chunk_task(plan: Any, task: Any, index: int, kernel: ChunkKernel, outputs: dict[str, pa.Schema],

@@ -106,22 +106,22 @@ class SparkRunner:
             where, fields = self.stages.enveloped(stage, name), pa.schema([(name, pa.struct(list(schema)))])
         if not where.exists():
             return self.spark.createDataFrame([], spark_struct(schema))
-        frame = self.spark.read.schema(spark_struct(fields)).parquet(str(where))
+        frame = self.spark.read.schema(spark_struct(fields)).parquet(where.hadoop_uri)
         return frame if self.stages.is_table(name) else frame.select(f"{name}.*")
 
     def _lay_out(self, stage: str, frame: Any, envelope: "_Envelope") -> None:
         """Write the envelope once, then each table in its staging folder."""
         from jobs.runtime.spark_types import spark_struct
 
-        frame.write.partitionBy("kind").parquet(str(self.stages.enveloped(stage, "x").parent))
+        frame.write.partitionBy("kind").parquet(self.stages.enveloped(stage, "x").parent.hadoop_uri)
         for name, schema in envelope.outputs.items():
             part = self.stages.enveloped(stage, name)
             if not self.stages.is_table(name) or not part.exists():
                 continue
             self.spark.sparkContext.setJobDescription(f"offsetlake: stage table {name}")
             rows = self.spark.read.schema(spark_struct(pa.schema([(name, pa.struct(list(schema)))]))).parquet(
-                str(part)).select(f"{name}.*")
-            rows.write.mode("append").partitionBy(*partition_columns(name)).parquet(str(self.stages.folder(stage, name)))
+                part.hadoop_uri).select(f"{name}.*")
+            rows.write.mode("append").partitionBy(*partition_columns(name)).parquet(self.stages.folder(stage, name).hadoop_uri)
 
 
 class _Envelope:

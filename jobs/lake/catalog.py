@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
 from jobs.errors import BadInput
+from jobs.lake.storage import Location, located
 
 log = logging.getLogger("offsetlake")
 OWNER_PROPERTY = "offsetlake.output"
@@ -100,7 +100,7 @@ def catalog_tables() -> tuple[str, ...]:
     return (*known_tables(), *snapshot_tables(), RUNS_TABLE)
 
 
-def check_catalog(spark: Any, output: Path, database: str, folder: Path | None) -> None:
+def check_catalog(spark: Any, output: "Location | str", database: str, folder: Path | None) -> None:
     """Before a run changes any table: the session has a catalog that outlives it, or a local one can be made,
     and every entry the run would register is absent or offsetlake's own for this output (else BadInput)."""
     from jobs.lake.sink import delta_engine
@@ -109,30 +109,30 @@ def check_catalog(spark: Any, output: Path, database: str, folder: Path | None) 
     if folder is None and spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
         raise BadInput(f"--catalog-database {database}: this Spark has no metastore, and --output {output} cannot "
                        f"hold Spark's local catalog: give --catalog-dir, a local folder")
-    if delta_engine(spark) != "spark" and (is_remote(output) or folder is None):
+    output = located(output)
+    if delta_engine(spark) != "spark" and (not output.local or folder is None):
         raise BadInput(f"--catalog-database with --output {output}: without Spark's Delta (io.delta) the entries "
                        f"are views over the tables' files, linked on a local disk")
-    output = output if is_remote(output) else Path(os.path.abspath(output))
     if not spark.catalog.databaseExists(database):
         return
     for table in catalog_tables():
         _owned_entry(spark, output, database, table, query_name(table))
 
 
-def register_catalog(spark: Any, output: Path, database: str, folder: Path | None) -> dict[str, Any]:
+def register_catalog(spark: Any, output: "Location | str", database: str, folder: Path | None) -> dict[str, Any]:
     """Register every table under `output` (the newest complete run's) as `database.<name>`; returns what
     was registered, for the run summary."""
     from jobs.lake.runs import snapshot
     from jobs.lake.sink import delta_engine
     from jobs.lake.tables import query_name
 
-    output = output if is_remote(output) else Path(os.path.abspath(output))
+    output = located(output)
     implementation = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
     if implementation != "hive":
         log.warning("Spark's catalog is %s: the entries of %s last only as long as this session", implementation,
                     database)
     delta = delta_engine(spark) == "spark"
-    if not delta and (is_remote(output) or folder is None):  # check_catalog said so before the run
+    if not delta and (not output.local or folder is None):  # check_catalog said so before the run
         raise BadInput(f"--catalog-database with --output {output}: without Spark's Delta, a local output is needed")
     tables = snapshot(output, catalog_tables())
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
@@ -141,7 +141,7 @@ def register_catalog(spark: Any, output: Path, database: str, folder: Path | Non
         name = query_name(table)
         entry = _owned_entry(spark, output, database, table, name)
         if delta:
-            statements = delta_statements(database, name, output / table, entry)
+            statements = delta_statements(database, name, output.child(*table.split("/")), entry)
         else:
             links = folder / LINKS_DIR / database.lower() / name / f"v{version}"
             files = link_version_files(tables.open(table), links)
@@ -159,7 +159,7 @@ def register_catalog(spark: Any, output: Path, database: str, folder: Path | Non
     return summary
 
 
-def _owned_entry(spark: Any, output: Path, database: str, table: str, name: str) -> dict[str, str] | None:
+def _owned_entry(spark: Any, output: Location, database: str, table: str, name: str) -> dict[str, str] | None:
     """The existing entry `database.name` (its type, location and properties), None when there is none;
     BadInput when it exists and is not offsetlake's entry for this output's table."""
     qualified = f"`{database}`.`{name}`"
@@ -173,23 +173,22 @@ def _owned_entry(spark: Any, output: Path, database: str, table: str, name: str)
         properties = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {qualified}").collect()}
     except Exception:  # a table of a provider this session cannot load: nothing shows it is offsetlake's
         properties = {}
-    ours = properties.get(OWNER_PROPERTY) == str(output) or (
-        info["type"].upper() != "VIEW" and _same_path(info.get("location", ""), output / table))
+    ours = properties.get(OWNER_PROPERTY) == output.uri or (
+        info["type"].upper() != "VIEW" and _same_path(info.get("location", ""), output.child(*table.split("/"))))
     if not ours:
         raise BadInput(f"--catalog-database {database}: {database}.{name} exists and is not offsetlake's table of "
                        f"{output} (drop it, or pick another database)")
     return info
 
 
-def _same_path(location: str, path: Path) -> bool:
-    from urllib.parse import unquote, urlparse
+def _same_path(location: str, path: Location) -> bool:
+    from urllib.parse import unquote
 
-    parsed = urlparse(location)
-    local = unquote(parsed.path) if parsed.scheme in ("", "file") else location
-    return os.path.normpath(local) == os.path.normpath(os.path.abspath(path))
+    found = Location.parse(unquote(location)) if location else None
+    return found is not None and (found.scheme, os.path.normpath(found.path)) == (path.scheme, os.path.normpath(path.path))
 
 
-def delta_statements(database: str, name: str, path: Path, entry: dict[str, str] | None) -> list[str]:
+def delta_statements(database: str, name: str, path: Location, entry: dict[str, str] | None) -> list[str]:
     """An external Delta table at `path`. One already there at that location is kept as it is: Spark reads
     the newest version anyway, and a CREATE would have to repeat the table's own properties."""
     qualified = f"`{database}`.`{name}`"
@@ -198,12 +197,11 @@ def delta_statements(database: str, name: str, path: Path, entry: dict[str, str]
         if entry["type"].upper() != "VIEW" and entry.get("provider", "").lower() == "delta":
             return []
         statements.append(f"DROP {'VIEW' if entry['type'].upper() == 'VIEW' else 'TABLE'} {qualified}")
-    location = str(path) if is_remote(path) else os.path.abspath(path)
-    statements.append(f"CREATE TABLE {qualified} USING DELTA LOCATION {sql_string(location)}")
+    statements.append(f"CREATE TABLE {qualified} USING DELTA LOCATION {sql_string(path.hadoop_uri)}")
     return statements
 
 
-def view_statements(database: str, name: str, table: str, output: Path, version: int, delta_table: Any,
+def view_statements(database: str, name: str, table: str, output: Location, version: int, delta_table: Any,
                     links: Path, files: int, entry: dict[str, str] | None) -> list[str]:
     """A view over the files linked under `links` (the table's `version`), in the table's column order."""
     from jobs.lake.tables import contract_table
@@ -220,12 +218,12 @@ def view_statements(database: str, name: str, table: str, output: Path, version:
         columns = [f"CAST(NULL AS {f.dataType.simpleString()}) AS `{f.name}`"
                    for f in spark_schema(contract_table(table))]
         select = f"SELECT {', '.join(columns)} WHERE false"
-    comment = f"offsetlake: {output / table} version {version}, its files linked under {links}"
+    comment = f"offsetlake: {output.child(*table.split('/')).uri} version {version}, its files linked under {links}"
     statements = []
     if entry is not None and entry["type"].upper() != "VIEW":
         statements.append(f"DROP TABLE {qualified}")  # an external table: the drop keeps its data
     statements.append(f"CREATE OR REPLACE VIEW {qualified} COMMENT {sql_string(comment)} TBLPROPERTIES "
-                      f"({sql_string(OWNER_PROPERTY)} = {sql_string(str(output))}, "
+                      f"({sql_string(OWNER_PROPERTY)} = {sql_string(output.uri)}, "
                       f"'offsetlake.version' = '{version}') AS {select}")
     return statements
 
@@ -286,11 +284,6 @@ def _remove_other_versions(links: Path) -> None:
     for other in links.parent.iterdir():
         if other != links:
             shutil.rmtree(other, ignore_errors=True)
-
-
-def is_remote(path: Path | str) -> bool:
-    """A `scheme://` location (a Path keeps only `scheme:/` of it)."""
-    return re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(path)) is not None
 
 
 def sql_string(text: str) -> str:

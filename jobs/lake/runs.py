@@ -18,11 +18,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Iterable
+from urllib.parse import unquote
 
 import pyarrow as pa
 
+from jobs.lake.storage import Location, located
 from jobs.lake.tables import utc_micros
 
 RUNS_TABLE = "_runs"
@@ -67,20 +68,30 @@ def run_id_of(commit: dict[str, Any]) -> str | None:
     return user[len(prefix):] if isinstance(user, str) and user.startswith(prefix) else None
 
 
-def committed_version(path: Path, run_id: str) -> int:
-    """The version of the table at `path` that run `run_id` just committed."""
+def delta_table(where: Location | str, version: int | None = None) -> Any:
+    """The Delta table at `where` (a deltalake.DeltaTable), at `version` (default: its newest)."""
     from deltalake import DeltaTable
 
-    for commit in DeltaTable(str(path)).history(OWN_COMMIT_LOOKBACK):
+    where = located(where)
+    return DeltaTable(where.delta_uri, version=version, storage_options=where.storage_options)
+
+
+def is_table(where: Location) -> bool:
+    return where.child("_delta_log").is_dir()
+
+
+def committed_version(path: Location | str, run_id: str) -> int:
+    """The version of the table at `path` that run `run_id` just committed."""
+    for commit in delta_table(path).history(OWN_COMMIT_LOOKBACK):
         if run_id_of(commit) == run_id:
             return int(commit["version"])
     raise RuntimeError(f"{path}: no commit of run {run_id} among its last {OWN_COMMIT_LOOKBACK}")
 
 
-def record_run(output: Path, run_id: str, versions: dict[str, int], as_of: datetime | None, source: str | None,
-               engine: str) -> None:
+def record_run(output: Location | str, run_id: str, versions: dict[str, int], as_of: datetime | None,
+               source: str | None, engine: str) -> None:
     """Append the run's row to DIR/_runs: the commit point after which readers see this run's tables."""
-    from deltalake import DeltaTable, write_deltalake
+    from deltalake import write_deltalake
     from deltalake.transaction import CommitProperties
 
     row = pa.table({
@@ -91,10 +102,11 @@ def record_run(output: Path, run_id: str, versions: dict[str, int], as_of: datet
         "delta_engine": [engine],
         "tables": [[{"table": t, "version": v} for t, v in versions.items()]],
     }, schema=RUNS_SCHEMA)
-    path = output / RUNS_TABLE
-    write_deltalake(str(path), row, mode="append", schema_mode="merge",
-                    configuration=TABLE_PROPERTIES, commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
-    runs = DeltaTable(str(path))
+    path = located(output).child(RUNS_TABLE)
+    write_deltalake(path.delta_uri, row, mode="append", schema_mode="merge", configuration=TABLE_PROPERTIES,
+                    storage_options=path.storage_options,
+                    commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+    runs = delta_table(path)
     if len(runs.file_uris()) > RUNS_FILES_BEFORE_COMPACTION:
         runs.optimize.compact()  # its own commit, after the commit point: a failure here loses nothing
 
@@ -109,57 +121,69 @@ def _utc(moment: datetime | None) -> datetime | None:
 class Snapshot:
     """The tables as readers should see them: each existing table's Delta version, and the run they form."""
 
-    output: Path
+    output: Location
     versions: dict[str, int]
     run: dict[str, Any] | None = None  # the _runs row; None when no run was ever recorded here
 
-    def open(self, table: str):
+    def open(self, table: str) -> Any:
         """The table at its version (a deltalake.DeltaTable); KeyError when it is not there."""
-        from deltalake import DeltaTable
+        return delta_table(self.output.child(*table.split("/")), self.versions[table])
 
-        return DeltaTable(str(self.output / table), version=self.versions[table])
-
-    def path(self, table: str) -> Path:
-        return self.output / table
+    def path(self, table: str) -> Location:
+        return self.output.child(*table.split("/"))
 
 
-def snapshot(output: Path, tables: Iterable[str]) -> Snapshot:
+def existing_output(text: str, storage: dict[str, str] | None = None) -> Location:
+    """The --output of a reading command: a folder that exists (a URI's store is asked once)."""
+    from jobs.errors import BadInput
+
+    output = Location.parse(text, storage)
+    if not output.local:
+        output.check_reachable("--output", text)
+    if not output.exists():
+        raise BadInput(f"--output {text}: no such directory")
+    if not output.is_dir():
+        raise BadInput(f"--output {text}: not a directory")
+    return output
+
+
+def snapshot(output: Location | str, tables: Iterable[str]) -> Snapshot:
     """Which version of each of `tables` to read under `output`: those of the newest complete run."""
+    output = located(output)
     runs = finished_runs(output)
     newest = max(runs, key=lambda r: r["finished_at"]) if runs else None
     recorded = {t["table"]: t["version"] for t in newest["tables"]} if newest else {}
     finished = {r["run_id"] for r in runs}
     versions = {}
     for table in tables:
-        if not (output / table / "_delta_log").is_dir():
+        where = output.child(*table.split("/"))
+        if not is_table(where):
             continue
-        version = recorded[table] if table in recorded else _newest_finished_version(output / table, finished)
+        version = recorded[table] if table in recorded else _newest_finished_version(where, finished)
         if version is not None:
             versions[table] = version
     return Snapshot(output, versions, newest)
 
 
-def finished_runs(output: Path) -> list[dict[str, Any]]:
+def finished_runs(output: Location | str) -> list[dict[str, Any]]:
     """Every run recorded in DIR/_runs (each one complete: the row is written last), oldest first; times are
     naive UTC."""
-    from deltalake import DeltaTable, QueryBuilder
+    from deltalake import QueryBuilder
 
-    path = output / RUNS_TABLE
-    if not (path / "_delta_log").is_dir():
+    path = located(output).child(RUNS_TABLE)
+    if not is_table(path):
         return []
     # Read with delta-rs's own engine, times as naive UTC: pyarrow.dataset, or pandas for zone-aware times,
     # take longer to import than `offsetlake sql` takes to answer.
-    found = QueryBuilder().register("runs", DeltaTable(str(path))).execute("SELECT * FROM runs")
+    found = QueryBuilder().register("runs", delta_table(path)).execute("SELECT * FROM runs")
     table = pa.RecordBatchReader.from_stream(found).read_all()
     table = table.cast(pa.schema([f.with_type(utc_micros(f.type, tz=None)) for f in table.schema]))
     return sorted(table.to_pylist(), key=lambda r: r["finished_at"])
 
 
-def _newest_finished_version(path: Path, finished: set[str]) -> int | None:
+def _newest_finished_version(path: Location, finished: set[str]) -> int | None:
     """The newest version not written by an unfinished run; None when every version was."""
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(path))
+    table = delta_table(path)
 
     def ok(commit: dict[str, Any]) -> bool:
         run_id = run_id_of(commit)
@@ -170,53 +194,74 @@ def _newest_finished_version(path: Path, finished: set[str]) -> int | None:
     return next((int(c["version"]) for c in table.history() if ok(c)), None)
 
 
-def committed_by(path: Path, run_id: str) -> bool:
-    """Run `run_id` committed a version of the table at `path` (among its last OWN_COMMIT_LOOKBACK)."""
-    from deltalake import DeltaTable
+def committed_by(path: Location, run_id: str) -> bool:
+    """Run `run_id` committed a version of the table at `path` (its whole history is read: only for runs that
+    never finished, which are rare)."""
+    return any(run_id_of(c) == run_id for c in delta_table(path).history())
 
-    return any(run_id_of(c) == run_id for c in DeltaTable(str(path)).history(OWN_COMMIT_LOOKBACK))
 
-
-def table_folders(output: Path) -> list[Path]:
+def table_folders(output: Location | str) -> list[Location]:
     """Every Delta table under `output`: the tables, the snapshot tables and _runs."""
     from jobs.lake.tables import SNAPSHOTS
 
-    candidates = [*output.iterdir(), *((output / SNAPSHOTS).iterdir() if (output / SNAPSHOTS).is_dir() else ())]
-    return [p for p in candidates if (p / "_delta_log").is_dir()]
+    output = located(output)
+    return [p for p in [*output.children(), *output.child(SNAPSHOTS).children()] if is_table(p)]
 
 
-def restore_unfinished(output: Path) -> list[str]:
+def unreferenced_files(output: Location | str) -> list[str]:
+    """Data files in the tables' folders that no version of their table references (a dead run's leftovers,
+    which the next run's recovery removes): for checks, it opens every version."""
+    output = located(output)
+    found = []
+    for path in table_folders(output):
+        newest = delta_table(path).version()
+        referenced = {unquote(file) for version in range(newest + 1)
+                      for file in pa.table(delta_table(path, version).get_add_actions()).column("path").to_pylist()}
+        for file in path.files():
+            name = relative_path(path, file)
+            if not name.startswith("_delta_log/") and unquote(name) not in referenced:
+                found.append(f"{name_in(output, path)}/{name}")
+    return found
+
+
+def relative_path(root: Location, file: Location) -> str:
+    return file.path[len(root.path):].strip("/")
+
+
+def name_in(output: Location, table: Location) -> str:
+    """A table's name under `output`: `committed_offsets`, `snapshots/committed_offsets`."""
+    return table.path[len(output.path):].strip("/")
+
+
+def restore_unfinished(output: Location) -> list[str]:
     """Tables whose newest version was committed by a run that never recorded itself (it died between its
     commits), restored to their newest version of a complete run, so that a plain Delta reader, which reads
     each table's newest version, sees one whole run again. Returns their names."""
-    from deltalake import DeltaTable
-
     finished = {r["run_id"] for r in finished_runs(output)}
     restored = []
     for path in table_folders(output):
-        table = DeltaTable(str(path))
+        table = delta_table(path)
         newest = run_id_of(table.history(1)[0])
         if newest is None or newest in finished:
             continue
         version = _newest_finished_version(path, finished)
         if version is not None:
             table.restore(version)
-            restored.append(str(path.relative_to(output)))
+            restored.append(name_in(output, path))
     return restored
 
 
-def keep_runs(output: Path, runs: int) -> dict[str, int]:
+def keep_runs(output: Location | str, runs: int) -> dict[str, int]:
     """Delete the data files that no version of the last `runs` complete runs references (and no table's newest
     version): the only way old versions go (rebuild --keep-runs). Returns, per table, the files deleted."""
-    from deltalake import DeltaTable
-
+    output = located(output)
     kept = finished_runs(output)[-runs:]
     deleted = {}
     for path in table_folders(output):
-        name = str(path.relative_to(output))
+        name = name_in(output, path)
         versions = sorted({t["version"] for r in kept for t in r["tables"] if t["table"] == name})
-        files = DeltaTable(str(path)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False,
-                                             keep_versions=versions)
+        files = delta_table(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False,
+                                         keep_versions=versions)
         if files:
             deleted[name] = len(files)
     return deleted

@@ -1,12 +1,13 @@
 """Delta output: the only writer. One sink, two engines.
 
-A run's runner stages every table as Parquet files in the run's staging area (jobs.engine.Stages), and only when
-all of them are there is each Delta table replaced. So a run that fails while computing leaves every previous
-table as it was, and each replacement is a single Delta commit (readers see the old or the new version).
+A run's runner stages every table as Parquet files in the table's folder, under the run's own name
+(`<table>/run-<run id>/`: jobs.engine.stages lays them out), and only when all of them are there is each Delta
+table replaced. So a run that fails while computing leaves every previous table as it was, and each replacement
+is a single Delta commit (readers see the old or the new version).
 
-* delta-rs (`deltalake`), the default: the staged Parquet files become the table's data files as they are
-  (hard-linked into the table folder, then one commit adds them and removes the previous version's), so a
-  table is written once and the driver never reads it.
+* delta-rs (`deltalake`), the default: the staged Parquet files become the table's data files where they are
+  (one commit adds them and removes the previous version's), so a table is written once, on any filesystem, and
+  the driver never reads it.
 * Spark's Delta writer, when `io.delta` is on the classpath of the session the run uses (Databricks,
   `--packages io.delta:...`).
 
@@ -21,10 +22,7 @@ rows, and other moments stay. Their versions are recorded with the run like any 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -32,10 +30,11 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from jobs.kill_points import kill_point
-from jobs.lake.hive import data_files
-from jobs.lake.output_lock import STAGING_DIR
-from jobs.lake.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, new_run_id, record_run,
+from jobs.lake.hive import data_files, relative
+from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
+from jobs.lake.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, is_table, new_run_id, record_run,
                             spark_user_metadata)
+from jobs.lake.storage import Location
 from jobs.lake.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, TABLES, arrow_schema, conform, partition_columns,
                               snapshot_table)
 
@@ -50,48 +49,51 @@ def delta_engine(spark: Any) -> str:
     return "spark" if spark is not None and has_jvm_class(spark, DELTA_JVM_CLASS) else "delta-rs"
 
 
-def new_staging(output: Path, run_id: str | None = None) -> Path:
+def new_staging(output: Location, run_id: str | None = None) -> Location:
     """Run `run_id`'s staging area under `output` (created when something is written there); its name is the
     run's id (a new one by default), so the next run can tell whose it was (jobs.lake.output_lock.recover)."""
-    return output / STAGING_DIR / (run_id or new_run_id())
+    return output.child(STAGING_DIR, run_id or new_run_id())
 
 
 class TableSink:
-    """Replace the tables staged in `staging` with one commit each, then record the run: `commit()`."""
+    """Replace the tables a run staged with one commit each, then record the run: `commit()`.
 
-    def __init__(self, output: Path, staging: Path, engine: str = "delta-rs", snapshots: bool = False,
+    A table is staged in its own folder, as `<table>/run-<run id>/` (RUN_FOLDER): the files become the table's
+    data files where they are, and a run that dies before its commit leaves files no version references, which
+    the next run removes (jobs.lake.output_lock.recover)."""
+
+    def __init__(self, output: Location, run_id: str, engine: str = "delta-rs", snapshots: bool = False,
                  spark: Any = None) -> None:
         self.output = output
-        self.staging = staging
+        self.run_id = run_id
         self.engine = engine  # "delta-rs", or "spark" (Spark's Delta writer, on `spark`)
         self.snapshots = snapshots  # also write the state tables to DIR/snapshots/<table> (--snapshot)
         self.spark = spark
 
-    @property
-    def run_id(self) -> str:
-        """The run's id: its staging area's name (new_staging)."""
-        return self.staging.name
-
-    def staged(self, table: str) -> Path:
+    def staged(self, table: str) -> Location:
         """The folder a table is staged in: Parquet, partitioned by folders as the Delta table will be."""
-        return self.staging / table
+        return self.output.child(table, RUN_FOLDER + self.run_id)
 
     def write(self, table: str, rows: pa.Table) -> None:
         """Stage rows the driver computed itself (small tables), beside what the runner staged."""
         folder = self.staged(table)
-        folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(conform(rows, table), folder / f"driver-{len(list(folder.iterdir())):05d}.parquet")
+        folder.mkdir()
+        name = f"driver-{len(folder.children()):05d}.parquet"
+        pq.write_table(conform(rows, table), folder.child(name).path, filesystem=folder.fs)
+
+    def _dataset(self, table: str) -> pads.Dataset | None:
+        folder = self.staged(table)
+        files = [f.path for f, _ in data_files(folder)]
+        return pads.dataset(files, format="parquet", filesystem=folder.fs) if files else None
 
     def rows(self, table: str) -> int:
         """The staged table's rows (from the files' footers: cheap)."""
-        folder = self.staged(table)
-        return pads.dataset(folder, format="parquet").count_rows() if folder.exists() else 0
+        data = self._dataset(table)
+        return data.count_rows() if data is not None else 0
 
     def head(self, table: str, n: int, columns: list[str]) -> list[dict[str, Any]]:
-        folder = self.staged(table)
-        if not folder.exists():
-            return []
-        return pads.dataset(folder, format="parquet").head(n, columns=columns).to_pylist()
+        data = self._dataset(table)
+        return data.head(n, columns=columns).to_pylist() if data is not None else []
 
     def commit(self, as_of: datetime | None = None, source: str | None = None, tables: list[str] | None = None
                ) -> dict[str, str]:
@@ -103,127 +105,123 @@ class TableSink:
         written, versions = {}, {}
         run_id = self.run_id
         tables = list(TABLES if tables is None else tables)
-        for table in tables:
-            if not self.staged(table).exists():  # known empty: no files, its schema is in the log
-                self.staged(table).mkdir(parents=True)
         try:
             for table in tables:
-                target = self.output / table
+                target = self.output.child(table)
                 if self.engine == "spark":
                     self._commit_spark(table, target, run_id)
                 else:
                     self._commit_delta_rs(table, target, run_id)
                 versions[table] = committed_version(target, run_id)
-                written[table] = str(target)
+                written[table] = target.uri
                 kill_point(f"committed:{len(written)}")
             for table in (SNAPSHOT_TABLES if self.snapshots else ()):
                 if table not in tables:
                     continue
                 path = snapshot_table(table)
-                target = self.output / path
+                target = self.output.child(*path.split("/"))
                 if self.engine == "spark":
                     self._snapshot_spark(table, target, run_id, as_of)
                 else:
                     self._snapshot_delta_rs(table, target, run_id, as_of)
                 versions[path] = committed_version(target, run_id)
-                written[path] = str(target)
+                written[path] = target.uri
                 kill_point(f"committed:{len(written)}")
             record_run(self.output, run_id, versions, as_of, source, self.engine)
             kill_point("recorded")
         finally:
-            self.discard()
+            self.discard(committed=written)
         return written
 
-    def discard(self) -> None:
-        """Remove the staging area (after a commit, or after a failure, once no worker writes there)."""
-        shutil.rmtree(self.staging, ignore_errors=True)
-        parent = self.staging.parent
-        if parent.exists() and not any(parent.iterdir()):
-            parent.rmdir()
+    def discard(self, committed: dict[str, str] | None = None) -> None:
+        """Remove the run's staging area, and its staged tables but those `committed` by delta-rs (their files
+        are the tables' now); after a commit, or after a failure, once no worker writes there."""
+        for table in TABLES:
+            if self.engine == "spark" or table not in (committed or {}):
+                self.staged(table).remove()
+        new_staging(self.output, self.run_id).remove()
+        staging = self.output.child(STAGING_DIR)
+        if staging.is_dir() and not staging.children():
+            staging.remove()
 
-    def _commit_delta_rs(self, table: str, target: Path, run_id: str) -> None:
-        """One overwrite commit whose data files are the staged files, linked into the table folder (same file
-        system: no copy). The commit removes every file of the previous version; until it lands, the new
-        files are unreferenced, so a run killed here leaves the table as it was."""
-        from deltalake import DeltaTable, Schema
-        from deltalake.transaction import CommitProperties, create_table_with_add_actions
+    def _commit_delta_rs(self, table: str, target: Location, run_id: str) -> None:
+        """One overwrite commit whose data files are the staged files, where they are (in the table's folder).
+        The commit removes every file of the previous version; until it lands, the new files are unreferenced,
+        so a run killed here leaves the table as it was."""
+        from deltalake.transaction import CommitProperties
 
         staged = self.staged(table)
-        actions = (_add_action(staged, f, values, target, run_id) for f, values in data_files(staged))
+        actions = (_add_action(target, f, values) for f, values in data_files(staged))
         adds = [a for a in actions if a is not None]
-        schema = Schema.from_arrow(arrow_schema(table))
-        partitions = partition_columns(table) or None
-        properties = CommitProperties(custom_metadata=commit_metadata(run_id))
-        if (target / "_delta_log").is_dir():
-            DeltaTable(str(target)).create_write_transaction(adds, "overwrite", schema, partitions,
-                                                             commit_properties=properties)
-        else:
-            create_table_with_add_actions(str(target), schema, adds, mode="overwrite", partition_by=partitions,
-                                          configuration=TABLE_PROPERTIES, commit_properties=properties)
+        _transaction(target, arrow_schema(table), adds, partition_columns(table),
+                     CommitProperties(custom_metadata=commit_metadata(run_id)))
 
     def _staged_batches(self, table: str) -> pa.RecordBatchReader:
         """The staged table, batch by batch with its contract's Arrow types (the driver never holds it whole)."""
         schema = arrow_schema(table)
-        dataset = pads.dataset(self.staged(table), format="parquet")
-        return pa.RecordBatchReader.from_batches(schema, (batch.cast(schema) for batch in dataset.to_batches()))
+        data = self._dataset(table)
+        batches = data.to_batches() if data is not None else []
+        return pa.RecordBatchReader.from_batches(schema, (batch.cast(schema) for batch in batches))
 
-    def _commit_spark(self, table: str, target: Path, run_id: str) -> None:
+    def _commit_spark(self, table: str, target: Location, run_id: str) -> None:
         from jobs.runtime.spark_types import spark_schema
 
-        staged = self.spark.read.schema(spark_schema(table)).parquet(str(self.staged(table)))
-        staged.write.format("delta").partitionBy(*partition_columns(table)).mode("overwrite") \
+        staged = self.staged(table)
+        frame = self.spark.read.schema(spark_schema(table)).parquet(staged.hadoop_uri) if staged.exists() else \
+            self.spark.createDataFrame([], spark_schema(table))
+        frame.write.format("delta").partitionBy(*partition_columns(table)).mode("overwrite") \
             .option("overwriteSchema", "true") \
-            .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
+            .option("userMetadata", spark_user_metadata(run_id)).save(target.hadoop_uri)
 
-    def _snapshot_delta_rs(self, table: str, target: Path, run_id: str, as_of: datetime) -> None:
+    def _snapshot_delta_rs(self, table: str, target: Location, run_id: str, as_of: datetime) -> None:
         from deltalake import write_deltalake
         from deltalake.transaction import CommitProperties
 
-        target.mkdir(parents=True, exist_ok=True)
         # An empty table still replaces the partition: a rerun that finds nothing leaves nothing behind.
         # schema_mode="merge": a contract column added later is null in older partitions, which stay.
-        write_deltalake(str(target), self._staged_batches(table), mode="overwrite", predicate=as_of_predicate(as_of, "delta-rs"),
-                        partition_by=[SNAPSHOT_PARTITION], schema_mode="merge", configuration=TABLE_PROPERTIES,
+        write_deltalake(target.delta_uri, self._staged_batches(table), mode="overwrite",
+                        predicate=as_of_predicate(as_of, "delta-rs"), partition_by=[SNAPSHOT_PARTITION],
+                        schema_mode="merge", configuration=TABLE_PROPERTIES, storage_options=target.storage_options,
                         commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
 
-    def _snapshot_spark(self, table: str, target: Path, run_id: str, as_of: datetime) -> None:
-        staged = self.spark.read.parquet(str(self.staged(table)))
+    def _snapshot_spark(self, table: str, target: Location, run_id: str, as_of: datetime) -> None:
+        staged = self.spark.read.parquet(self.staged(table).hadoop_uri)
         staged.write.format("delta").mode("overwrite").partitionBy(SNAPSHOT_PARTITION) \
             .option("replaceWhere", as_of_predicate(as_of, "spark")).option("mergeSchema", "true") \
-            .option("userMetadata", spark_user_metadata(run_id)).save(str(target))
+            .option("userMetadata", spark_user_metadata(run_id)).save(target.hadoop_uri)
 
 
-def _add_action(staged: Path, file: Path, partition_values: dict[str, str | None], target: Path, run_id: str):
-    """`file`, staged under `staged`, hard-linked into the same folder under `target` (copied where the file
-    system has no links) with the run's id before its name, as a Delta add action: its size, partition values
-    (from the hive-style folders Spark wrote: `commit_date=2026-11-20`), and its row count from the Parquet
-    footer. None for a file without rows: an empty table has no data files (its schema is in the log).
+def _transaction(target: Location, schema: pa.Schema, adds: list, partitions: list[str], properties: Any) -> None:
+    """Replace the table at `target` by the files `adds` (creating it, with TABLE_PROPERTIES, the first time)."""
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import create_table_with_add_actions
 
-    The name is the run's own, so a file never lands on a name an earlier version references (staged names
-    such as part-00000.parquet repeat from run to run), and a dead run's uncommitted files can be found."""
+    delta_schema = Schema.from_arrow(schema)
+    if is_table(target):
+        DeltaTable(target.delta_uri, storage_options=target.storage_options).create_write_transaction(
+            adds, "overwrite", delta_schema, partitions or None, commit_properties=properties)
+    else:
+        create_table_with_add_actions(target.delta_uri, delta_schema, adds, mode="overwrite",
+                                      partition_by=partitions or None, configuration=TABLE_PROPERTIES,
+                                      storage_options=target.storage_options, commit_properties=properties)
+
+
+def _add_action(target: Location, file: Location, partition_values: dict[str, str | None]) -> Any:
+    """A staged `file` under the table at `target` as a Delta add action: its path in the table, size, partition
+    values (from the hive-style folders it is in: `commit_date=2026-11-20`) and row count (from its footer).
+    None for a file without rows: an empty table has no data files (its schema is in the log)."""
     import json
     from urllib.parse import quote
 
     from deltalake.transaction import AddAction
 
-    rows = pq.ParquetFile(file).metadata.num_rows
+    info = file.fs.get_file_info(file.path)
+    rows = pq.ParquetFile(file.path, filesystem=file.fs).metadata.num_rows
     if not rows:
         return None
-    relative = file.relative_to(staged)
-    relative = relative.with_name(f"{run_id}-{relative.name}")
-    placed = target / relative
-    placed.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(file, placed)  # FileExistsError: never onto an existing name
-    except FileExistsError:
-        raise
-    except OSError:
-        with open(file, "rb") as source, open(placed, "xb") as copy:
-            shutil.copyfileobj(source, copy)
-    stat = placed.stat()
     stats = json.dumps({"numRecords": rows})
-    return AddAction(quote(relative.as_posix(), safe="/="), stat.st_size, partition_values,
-                     int(stat.st_mtime * 1000), True, stats)
+    return AddAction(quote(relative(target, file), safe="/="), info.size, partition_values,
+                     int(info.mtime.timestamp() * 1000), True, stats)
 
 
 def as_of_predicate(as_of: datetime, engine: str) -> str:

@@ -41,17 +41,18 @@ class Location:
     options: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # storage options (delta-rs names)
 
     @classmethod
-    def parse(cls, text: str, options: dict[str, str] | None = None, option: str = "--output",
+    def parse(cls, text: "str | os.PathLike", options: dict[str, str] | None = None, option: str = "--output",
               cwd: str | None = None) -> "Location":
         """`text` as a location: a URI of a known scheme, or a local path (relative: to `cwd`, default the
         working folder). BadInput for an unknown scheme."""
+        text = os.fspath(text)
         found = tuple(sorted((options or {}).items()))
         scheme = urlsplit(text).scheme.lower() if "://" in text or text.startswith("dbfs:/") else ""
         if not scheme or len(scheme) == 1:  # a path (C: is a drive, not a scheme)
             path = os.path.abspath(os.path.join(cwd or os.getcwd(), text))
             return cls(path, "file", path, found)
         if scheme not in SCHEMES:
-            raise BadInput(f"{option} {text}: unknown scheme {scheme}:// (expected a path or "
+            raise BadInput(f"{named(option, text)}: unknown scheme {scheme}:// (expected a path or "
                            f"{', '.join(s + '://' for s in SCHEMES if s != 'dbfs')} or dbfs:/)")
         if scheme == "file":
             path = urlsplit(text).path or "/"
@@ -59,9 +60,17 @@ class Location:
         if scheme == "dbfs":  # the driver sees DBFS through its FUSE mount
             return cls(text, "dbfs", "/dbfs/" + text.split(":", 1)[1].lstrip("/"), found)
         parts = urlsplit(text)
+        if scheme == "hdfs":  # hdfs:///x: the default namenode of the Hadoop configuration
+            return cls(text.rstrip("/"), scheme, parts.path.rstrip("/") or "/", found)
         if not parts.netloc:
-            raise BadInput(f"{option} {text}: no bucket, container or host after {scheme}://")
+            raise BadInput(f"{named(option, text)}: no bucket, container or host after {scheme}://")
         return cls(text.rstrip("/"), scheme, f"{parts.netloc}{parts.path}".rstrip("/"), found)
+
+    @property
+    def hadoop_uri(self) -> str:
+        """The location as Spark takes it: a local path as file:// (a bare path means fs.defaultFS to Hadoop,
+        HDFS on most clusters), anything else as written."""
+        return "file://" + self.path if self.scheme == "file" else self.uri
 
     @property
     def local(self) -> bool:
@@ -77,7 +86,7 @@ class Location:
     @property
     def fs(self) -> Any:
         """The pyarrow filesystem `path` is in."""
-        return filesystem(self.scheme, self.path.split("/", 1)[0] if not self.local else "", self.options)
+        return filesystem(self.scheme, urlsplit(self.uri).netloc if self.scheme == "hdfs" else "", self.options)
 
     @property
     def delta_uri(self) -> str:
@@ -163,8 +172,54 @@ class Location:
         info = self.fs.get_file_info(self.path)
         return None if info.mtime is None else info.mtime.timestamp()
 
+    def check_reachable(self, option: str, text: str, folder: bool = True) -> None:
+        """Ask the filesystem about this location once: BadInput (one line, secrets redacted) when its bucket
+        does not exist, the credentials are missing or refused, or the endpoint does not answer."""
+        from pyarrow.fs import FileType
+
+        bucket = self.path.split("/", 1)[0]
+        try:
+            info = self.fs.get_file_info(self.path)
+            if self.scheme != "hdfs" and info.type == FileType.NotFound and \
+                    self.fs.get_file_info(bucket).type == FileType.NotFound:
+                raise BadInput(f"{named(option, text)}: bucket {bucket} does not exist")
+        except BadInput:
+            raise
+        except Exception as e:  # pyarrow raises OSError subclasses carrying the store's message
+            reason = redact(_first_line(e), self.options)
+            if self.scheme in ("s3", "s3a") and not _aws_credentials(dict(self.options)):
+                reason = f"no AWS credentials found in the environment, --storage-option or ~/.aws ({reason})"
+            raise BadInput(f"{named(option, text)}: {reason}") from None
+        if folder and info.type == FileType.File:
+            raise BadInput(f"{named(option, text)}: is a file, not a folder")
+
     def __str__(self) -> str:
         return self.uri
+
+
+def named(option: str, text: str) -> str:
+    """How an error names a location: `--output DIR`, or `--source parquet:DIR` for an option ending in `:`."""
+    return f"{option}{text}" if option.endswith(":") else f"{option} {text}"
+
+
+def _aws_credentials(options: dict[str, str]) -> bool:
+    """Some source of AWS credentials is configured (keys, a profile, a web identity, a container role, files)."""
+    names = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+             "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    files = (os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"),
+             os.environ.get("AWS_CONFIG_FILE", "~/.aws/config"))
+    return any(options.get(n) or os.environ.get(n) for n in names) or \
+        any(os.path.isfile(os.path.expanduser(f)) for f in files)
+
+
+def _first_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def located(where: "Location | Path | str", options: dict[str, str] | None = None) -> Location:
+    """`where` as a Location (a Path or a string is parsed: a local path or a URI)."""
+    return where if isinstance(where, Location) else Location.parse(str(where), options)
 
 
 _FILESYSTEMS: dict[tuple, Any] = {}
@@ -194,6 +249,10 @@ def _open_filesystem(scheme: str, authority: str, options: dict[str, str]) -> An
             parts = urlsplit(endpoint)
             settings["endpoint_override"] = parts.netloc
             settings["scheme"] = parts.scheme
+        # An endpoint that does not answer is reported in seconds rather than after the SDK's long retries.
+        settings.setdefault("connect_timeout", 3)
+        settings.setdefault("request_timeout", 30)
+        settings.setdefault("retry_strategy", pafs.AwsStandardS3RetryStrategy(max_attempts=2))
         return pafs.S3FileSystem(**settings)
     if kind == "gs":
         return pafs.GcsFileSystem()
@@ -205,7 +264,11 @@ def _open_filesystem(scheme: str, authority: str, options: dict[str, str]) -> An
         key = options.get("AZURE_STORAGE_ACCOUNT_KEY") or os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
         return pafs.AzureFileSystem(account_name=account, account_key=key)
     host, _, port = authority.partition(":")
-    return pafs.HadoopFileSystem(host, int(port or 8020))
+    try:  # libhdfs, found through HADOOP_HOME, JAVA_HOME and a CLASSPATH of Hadoop's jars
+        return pafs.HadoopFileSystem(host or "default", int(port or 0))
+    except OSError as e:
+        raise BadInput(f"hdfs://{authority}: cannot connect ({_first_line(e)}); offsetlake reaches HDFS through "
+                       f"libhdfs: set HADOOP_HOME and CLASSPATH=$(hadoop classpath --glob)") from None
 
 
 def parse_storage_options(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:

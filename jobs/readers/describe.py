@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
 
 from jobs.errors import BadInput
 from jobs.lake.runs import Snapshot, snapshot
+from jobs.lake.storage import Location
 
 READS = ("consumer_groups", "group_members", "group_target_assignments", "committed_offsets", "consumer_lag")
 HISTORY = ("group_events", "group_status")  # absent from outputs written before the history tables existed
@@ -22,7 +22,7 @@ MISSING = "-"
 REBALANCING = {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
 
 
-def describe_group(output: Path, group_id: str, view: str, verbose: bool) -> tuple[str, str]:
+def describe_group(output: Location, group_id: str, view: str, verbose: bool) -> tuple[str, str]:
     """(stdout, stderr) text for one group in the `offsets`, `members` or `state` view."""
     tables = snapshot(output, READS + HISTORY)  # every table of one run, even while a rebuild is committing
     group = _rows(tables, "consumer_groups", group_id)

@@ -8,22 +8,17 @@ that run's as_of, e.g. after a bad deployment committed offsets past data it nev
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow.compute as pc
 
 from jobs.errors import BadInput
 from jobs.lake.runs import Snapshot, snapshot
+from jobs.lake.storage import Location
 
 READS = ("committed_offsets", "consumer_groups")
 
 
-def reset_plan(output: Path, group_id: str, topic: str | None = None) -> str:
+def reset_plan(output: Location, group_id: str, topic: str | None = None) -> str:
     """`topic,partition,offset` lines, sorted by topic and partition."""
-    if not output.exists():
-        raise BadInput(f"--output {output}: no such directory")
-    if not output.is_dir():
-        raise BadInput(f"--output {output}: not a directory")
     tables = snapshot(output, READS)  # one run's tables, even while a rebuild is committing
     if "committed_offsets" not in tables.versions:
         raise BadInput(f"--output {output}: no committed_offsets table there; run `offsetlake rebuild` first")

@@ -16,7 +16,6 @@ import json
 import math
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
@@ -24,6 +23,7 @@ import pyarrow.compute as pc
 
 from jobs.errors import BadInput
 from jobs.lake.runs import RUNS_TABLE, snapshot
+from jobs.lake.storage import Location
 from jobs.lake.tables import known_tables, query_name, snapshot_tables, utc_micros
 
 MAX_CELL = 100  # characters of one value in the aligned table; csv and json print values whole
@@ -31,15 +31,11 @@ MAX_ERROR = 400
 TEXT_TYPES = {pa.string(), pa.large_string(), *([pa.string_view()] if hasattr(pa, "string_view") else [])}
 
 
-def query(output: Path, sql: str) -> pa.RecordBatchReader:
+def query(output: Location, sql: str) -> pa.RecordBatchReader:
     """Start `sql` over every table under `output` (at the newest complete run's versions, and `_runs`)."""
     from deltalake import QueryBuilder
     from deltalake.exceptions import DeltaError
 
-    if not output.exists():
-        raise BadInput(f"--output {output}: no such directory")
-    if not output.is_dir():
-        raise BadInput(f"--output {output}: not a directory")
     if not sql.strip():
         raise BadInput("no SQL given")
     tables = snapshot(output, (*known_tables(), *snapshot_tables(), RUNS_TABLE))

@@ -3,25 +3,25 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 from typing import Iterator
 
 import pyarrow.dataset as pads
 
 from jobs.config import SourceSpec
 from jobs.errors import BadInput
+from jobs.lake.storage import Location, located
 from jobs.lake.tables import TABLES, known_tables
 from offsets_codec import DecodeError, to_kafka_json
 from offsets_codec.segments import control_marker
 
 
-def decode_lines(source: str, limit: int | None = None) -> Iterator[str]:
+def decode_lines(source: str, limit: int | None = None, storage: dict[str, str] | None = None) -> Iterator[str]:
     """One JSON line per record of a Parquet dump or of log segments, without starting Spark.
 
     Undecodable records are kept, with their reason and raw bytes; segments also show transaction
     markers and damage (like kafka-dump-log.sh, which is the only other dump that keeps them).
     """
-    spec = SourceSpec.parse(source)
+    spec = SourceSpec.parse(source, storage)
     if spec.kind == "kafka":
         raise BadInput(f"--source {source}: decode reads parquet:PATH or segments:DIR (dump a cluster first)")
     lines = _segment_lines(spec.location) if spec.kind == "segments" else _parquet_lines(source, spec)
@@ -62,10 +62,13 @@ def _segment_lines(location: str) -> Iterator[str]:
 
 
 def _parquet_lines(source: str, spec: SourceSpec) -> Iterator[str]:
-    if not Path(spec.location).exists():
+    dump = spec.dump
+    if not dump.local:
+        dump.check_reachable("--source", source, folder=False)
+    if not dump.exists():
         raise BadInput(f"--source {source}: no such file or directory")
     try:
-        dataset = pads.dataset(spec.location, format="parquet")
+        dataset = pads.dataset(dump.path, filesystem=dump.fs, format="parquet")
         missing = [c for c in ("key", "value", "partition", "offset") if c not in dataset.schema.names]
     except Exception as e:  # pyarrow raises ArrowInvalid and friends for non-Parquet input
         raise BadInput(f"--source {source}: cannot read Parquet ({str(e).splitlines()[0][:200]})") from None
@@ -91,14 +94,14 @@ def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode()
 
 
-def show_tables(output: Path, rows: int) -> str:
+def show_tables(output: Location, rows: int) -> str:
     """Each table's path, row count and first rows (of the newest complete run), as plain text."""
     from jobs.lake.runs import snapshot
 
     tables = snapshot(output, known_tables())
     lines = [run_line(tables.run)] if tables.run else []
     for table in known_tables():
-        path = output / table
+        path = tables.path(table).uri
         if table not in tables.versions:
             if table in TABLES:
                 lines.append(f"{table}: (missing) {path}")
@@ -129,7 +132,7 @@ def _short(row: dict) -> str:
     return text if len(text) <= 240 else text[:239] + "…"
 
 
-def register_tables(spark, output: Path, prefix: str = "") -> list[str]:
+def register_tables(spark, output: "Location | str", prefix: str = "") -> list[str]:
     """Register every table under `output` as a temporary SQL view named `<prefix><table>` (snapshots:
     `<prefix>snapshots_<table>`).
 
@@ -143,12 +146,12 @@ def register_tables(spark, output: Path, prefix: str = "") -> list[str]:
     from jobs.lake.tables import query_name, snapshot_tables
 
     native = has_jvm_class(spark, DELTA_JVM_CLASS)
-    tables = snapshot(output, (*known_tables(), *snapshot_tables()))
+    tables = snapshot(located(output), (*known_tables(), *snapshot_tables()))
     names = []
     for table, version in tables.versions.items():
         path = tables.path(table)
         if native:
-            df = spark.read.format("delta").option("versionAsOf", version).load(str(path))
+            df = spark.read.format("delta").option("versionAsOf", version).load(path.hadoop_uri)
         else:
             df = _version_frame(spark, table, tables.open(table))
         name = prefix + query_name(table)

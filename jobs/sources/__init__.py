@@ -18,7 +18,7 @@ def check_inputs(cfg: RebuildConfig) -> None:
     if cfg.end_offsets is not None:
         check_end_offsets(cfg.end_offsets, cfg.source, cfg.kafka)
     if cfg.topic_ids is not None:
-        read_topic_ids(cfg.topic_ids)
+        read_topic_ids(cfg.topic_ids, dict(cfg.storage))
     check_source(cfg.source, cfg.kafka)
 
 
@@ -29,7 +29,7 @@ def check_source(source: SourceSpec, kafka: KafkaOptions | None = None) -> None:
     if source.kind == "parquet":
         from jobs.sources.parquet import check_dump
 
-        check_dump(source.location)
+        check_dump(source.dump)
     elif source.kind == "segments":
         from jobs.sources.segments import plan_segments
 

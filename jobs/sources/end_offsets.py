@@ -12,14 +12,15 @@ A file is small (one row per topic-partition and snapshot): it is parsed and che
 from __future__ import annotations
 
 import csv
+import io
 import logging
 import re
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from jobs.config import KafkaOptions, SourceSpec
 from jobs.errors import BadInput
+from jobs.lake.storage import Location
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -41,26 +42,28 @@ def check_end_offsets(location: str, source: SourceSpec, options: KafkaOptions) 
     if is_live(location):
         live_cluster(location, source, options)
     else:
-        load_end_offsets(location)
+        load_end_offsets(location, dict(source.storage))
 
 
-def load_end_offsets(location: str) -> pa.Table:
+def load_end_offsets(location: str, storage: dict[str, str] | None = None) -> pa.Table:
     """The file's rows as topic string, partition int32, offset int64, timestamp (UTC microseconds, null when
     the file has none), every row checked; a topic-partition given twice for the same moment is refused."""
     import pyarrow as pa
 
     if is_live(location):  # the caller fetches these with live_end_offsets, once offsets are known
         raise BadInput(f"--end-offsets {location}: a cluster, not a file")
-    path = Path(location)
+    path = Location.parse(location, storage, "--end-offsets")
+    if not path.local:
+        path.check_reachable("--end-offsets", location, folder=False)
     if not path.exists():
         raise BadInput(f"--end-offsets {location}: no such file or directory")
     try:
-        if path.suffix == ".parquet" or path.is_dir():
-            rows = _parquet_rows(location)
-        elif path.suffix == ".csv":
-            rows = _csv_rows(path, location)
+        if path.name.endswith(".parquet") or path.is_dir():
+            rows = _parquet_rows(path, location)
+        elif path.name.endswith(".csv"):
+            rows = _csv_rows(path.read_text(), location)
         else:
-            rows = _text_rows(path, location)
+            rows = _text_rows(path.read_text(), location)
         checked = _unique([(where, _checked(row, where, location)) for where, row in rows], location)
     except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as e:
         raise BadInput(f"--end-offsets {location}: cannot read ({str(e).strip().splitlines()[0][:200]})") from None
@@ -80,8 +83,8 @@ def _unique(checked: list[tuple[str, tuple]], location: str) -> list[tuple]:
     return [row for _, row in checked]
 
 
-def _text_rows(path: Path, location: str) -> Iterable[tuple[str, dict[str, Any]]]:
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
+def _text_rows(text: str, location: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         match = TEXT_LINE.match(line)
@@ -91,19 +94,18 @@ def _text_rows(path: Path, location: str) -> Iterable[tuple[str, dict[str, Any]]
         yield f"line {n}", dict(zip((*COLUMNS, TIMESTAMP), match.groups()))
 
 
-def _csv_rows(path: Path, location: str) -> Iterable[tuple[str, dict[str, Any]]]:
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        _with_columns(reader.fieldnames or [], location)
-        for row in reader:
-            yield f"line {reader.line_num}", row
+def _csv_rows(text: str, location: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    _with_columns(reader.fieldnames or [], location)
+    for row in reader:
+        yield f"line {reader.line_num}", row
 
 
-def _parquet_rows(location: str) -> Iterable[tuple[str, dict[str, Any]]]:
+def _parquet_rows(path: Location, location: str) -> Iterable[tuple[str, dict[str, Any]]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pq.read_table(location)
+    table = pq.read_table(path.path, filesystem=path.fs)
     _with_columns(table.column_names, location)
     columns = list(COLUMNS)
     if TIMESTAMP in table.column_names:

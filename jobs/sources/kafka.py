@@ -7,10 +7,9 @@ a reproducible snapshot while the topic keeps growing. Spark reads the same plan
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster

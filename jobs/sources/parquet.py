@@ -1,17 +1,17 @@
 """A Parquet dump: a file or folder with the columns of Spark's Kafka source.
 
-A local dump is checked before anything starts (`check_dump`, from the footers, with pyarrow) and planned as
-tasks of row groups (`plan_dump`), which any worker reads with pyarrow (`read_row_groups`); a dump on a remote
-filesystem (`scheme://...`) can only be listed by Spark, so `read_parquet` checks it there.
+A dump, local or on any filesystem of jobs.lake.storage, is checked before anything starts (`check_dump`, from
+the footers, with pyarrow) and planned as tasks of row groups (`plan_dump`), which any worker reads with pyarrow
+(`read_row_groups`); Spark reads it with its own Parquet reader, through Hadoop's filesystems (`read_parquet`).
 """
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from jobs.errors import BadInput
-from jobs.lake.hive import data_files
+from jobs.lake.hive import data_files, relative
+from jobs.lake.storage import Location, located
 from jobs.sources.raw import OPTIONAL, REQUIRED, column_problem
 
 if TYPE_CHECKING:
@@ -22,31 +22,31 @@ _INT32 = 1 << 31
 BAD_FILES_NAMED = 20  # files named in check_dump's one line; the rest are counted
 
 
-def check_dump(location: str) -> str | None:
-    """Every data file of a local dump is Parquet and has the contract's columns (the rules of jobs.sources.raw).
+def check_dump(root: Location | str) -> str | None:
+    """Every data file of a dump is Parquet and has the contract's columns (the rules of jobs.sources.raw).
 
     Every file is checked, so one error names all the files that are not usable, each with its reason
     (the first BAD_FILES_NAMED of them: the error stays one line). Returns the Spark schema (DDL) of the
     contract's columns when every file agrees on it, so Spark can open the dump without a job to infer it
-    (None: a remote dump, or files that differ)."""
+    (None: files that differ)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if "://" in location:
-        return None
-    root = Path(location)
+    root = located(root)
+    location = root.uri
+    if not root.local:
+        root.check_reachable("--source parquet:", location, folder=False)
     if not root.exists():
         raise BadInput(f"--source parquet:{location}: no such file or directory")
-    files = [(root, {})] if root.is_file() else [
-        (path, {name: _partition_value_type(value) for name, value in values.items()})
-        for path, values in data_files(root)]
+    files = dump_files(root)
     if not files:
         raise BadInput(f"--source parquet:{location}: no Parquet files in this folder")
+    files = [(path, {name: _partition_value_type(value) for name, value in values.items()}) for path, values in files]
     seen = set()
     bad: list[str] = []
     for path, partition_columns in files:
         try:
-            schema = pq.read_schema(path)
+            schema = pq.read_schema(path.path, filesystem=path.fs)
         except (pa.ArrowException, OSError) as e:  # ArrowInvalid: no Parquet magic bytes, a cut-off footer
             problem = f"cannot read Parquet: {(str(e).strip().splitlines() or [type(e).__name__])[0][:200]}"
         else:
@@ -57,7 +57,7 @@ def check_dump(location: str) -> str | None:
                 continue
         if path == root:
             raise BadInput(f"--source parquet:{location}: {problem}")
-        bad.append(f"{path.relative_to(root)} ({problem[:300]})")
+        bad.append(f"{relative(root, path)} ({problem[:300]})")
     if bad:
         named = "; ".join(bad[:BAD_FILES_NAMED]) + (f"; and {len(bad) - BAD_FILES_NAMED} more"
                                                       if len(bad) > BAD_FILES_NAMED else "")
@@ -70,26 +70,28 @@ def check_dump(location: str) -> str | None:
 COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
 
 
-def plan_dump(location: str, cores: int, task_bytes: int) -> tuple[tuple | None, int | None, tuple[str, ...]]:
+def dump_files(root: Location) -> list[tuple[Location, dict[str, str | None]]]:
+    """A dump's data files with their partition folders' values (a dump may be a single file)."""
+    return [(root, {})] if root.exists() and not root.is_dir() else list(data_files(root))
+
+
+def plan_dump(root: Location | str, cores: int, task_bytes: int) -> tuple[tuple, int, tuple[str, ...]]:
     """(tasks, bytes, the COLUMNS the dump has): the dump's row groups spread over tasks of at most about
     `task_bytes` (compressed), as many as `cores` at least, each with about as many records (a task's work is
-    per record: compression varies with the keys). A remote dump has no tasks: only Spark reads it."""
+    per record: compression varies with the keys)."""
     import math
 
     import pyarrow.parquet as pq
 
-    if "://" in location:
-        return None, None, ()
-    root = Path(location)
-    files = [(root, {})] if root.is_file() else list(data_files(root))
-    groups: list[tuple[str, int, int, int, dict]] = []  # (file, row group, compressed bytes, records, values)
+    files = dump_files(located(root))
+    groups: list[tuple[Location, int, int, int, dict]] = []  # (file, row group, compressed bytes, records, values)
     names: set[str] = set()
     records = 0
     for path, values in files:
-        meta = pq.ParquetFile(path).metadata
+        meta = pq.read_metadata(path.path, filesystem=path.fs)
         names |= set(meta.schema.to_arrow_schema().names) | set(values)
         records += meta.num_rows
-        groups += [(str(path), i, max(_compressed(meta.row_group(i)), 1), meta.row_group(i).num_rows, values)
+        groups += [(path, i, max(_compressed(meta.row_group(i)), 1), meta.row_group(i).num_rows, values)
                    for i in range(meta.num_row_groups)]
     total = sum(size for _, _, size, _, _ in groups)
     count = max(cores, math.ceil(total / task_bytes / cores) * cores)
@@ -107,7 +109,7 @@ def plan_dump(location: str, cores: int, task_bytes: int) -> tuple[tuple | None,
             task.append((path, [group], values))
         filled += rows
     planned = tuple(tuple((p, tuple(g), v) for p, g, v in t) for t in tasks if t)
-    return planned, dump_bytes(location), tuple(c for c in COLUMNS if c in names)
+    return planned, _bytes(files), tuple(c for c in COLUMNS if c in names)
 
 
 def _compressed(group: Any) -> int:
@@ -127,12 +129,12 @@ def read_row_groups(task: Any, columns: list[str]) -> Iterator[Any]:
         present = [c for c in columns if c not in values]
         for group in row_groups:
             try:
-                dump = dump or pq.ParquetFile(path)
+                dump = dump or pq.ParquetFile(path.path, filesystem=path.fs)
                 table = dump.read_row_group(group, columns=[c for c in present if c in dump.schema_arrow.names],
                                             use_threads=False)
             except (pa.ArrowException, OSError) as e:  # a damaged data page: the user's file, said in one line
                 reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                raise task_error(BadInput(f"--source parquet: {path}: cannot read row group {group} ({reason})")
+                raise task_error(BadInput(f"--source parquet: {path.uri}: cannot read row group {group} ({reason})")
                                  ) from None
             for name, value in values.items():
                 if name in columns:
@@ -141,10 +143,16 @@ def read_row_groups(task: Any, columns: list[str]) -> Iterator[Any]:
             yield table
 
 
-def dump_bytes(location: str) -> int:
-    """The size of a local dump's data files."""
-    root = Path(location)
-    return root.stat().st_size if root.is_file() else sum(path.stat().st_size for path, _ in data_files(root))
+def dump_bytes(root: Location) -> int:
+    """The size of a dump's data files."""
+    return _bytes(dump_files(root))
+
+
+def _bytes(files: list[tuple[Location, dict]]) -> int:
+    if not files:
+        return 0
+    fs = files[0][0].fs
+    return sum(info.size or 0 for info in fs.get_file_info([f.path for f, _ in files]))
 
 
 def _partition_value_type(value: str | None) -> str:
@@ -173,16 +181,14 @@ def spark_type(arrow: pa.DataType) -> str:
     return names.get(arrow, str(arrow))
 
 
-def read_parquet(spark: SparkSession, location: str) -> DataFrame:
+def read_parquet(spark: SparkSession, root: Location) -> DataFrame:
     """Open the dump lazily; a missing or unreadable path is the user's error, not a traceback."""
-    schema = check_dump(location)  # a local dump's footers, read again: milliseconds, and no Spark job
+    schema = check_dump(root)  # the footers, read again: milliseconds, and no Spark job
     try:
-        if schema is not None:
-            return spark.read.schema(schema).parquet(location)
-        # Schema inference reads the footers now, so a file that is not Parquet fails here, before any work.
-        return spark.read.parquet(location)
+        return spark.read.schema(schema).parquet(root.hadoop_uri) if schema is not None else \
+            spark.read.parquet(root.hadoop_uri)  # inference reads the footers now: a bad file fails here
     except Exception as e:  # AnalysisException, or a Py4JJavaError from the footer reader
-        raise BadInput(f"--source parquet:{location}: cannot read Parquet ({root_cause(e)})") from None
+        raise BadInput(f"--source parquet:{root.uri}: cannot read Parquet ({root_cause(e)})") from None
 
 
 def root_cause(e: Exception) -> str:

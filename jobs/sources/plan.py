@@ -27,17 +27,12 @@ TASK_BYTES = 256 << 20
 @dataclass(frozen=True)
 class SourcePlan:
     spec: SourceSpec
-    tasks: tuple[Any, ...]  # None: only Spark can read it (a dump on a remote filesystem)
+    tasks: tuple[Any, ...]
     size: int | None = None  # bytes, when known before reading
     ignored: tuple[Any, ...] = field(default=())  # segments: files and folders not read (segment_errors rows)
     columns: tuple[str, ...] = ()  # a dump: the contract's columns it has
     kafka: Any = None  # a live cluster's resolved connection (jobs.sources.kafka_client.Cluster)
     kafka_reader: str = "auto"  # --kafka-reader: which reader Spark uses (jobs.sources.kafka_spark)
-
-    @property
-    def local(self) -> bool:
-        """Every task can be read by a process of this machine."""
-        return self.tasks is not None
 
     def read(self, task: Any) -> Iterator[pa.Table]:
         """One task's raw batches (a segments task adds its damage as rows with a `problem`)."""
@@ -60,7 +55,7 @@ class SourcePlan:
             from jobs.sources.raw import normalise
             from jobs.sources.parquet import read_parquet
 
-            return normalise(read_parquet(spark, self.spec.location), str(self.spec))
+            return normalise(read_parquet(spark, self.spec.dump), str(self.spec))
         if self.spec.kind == "segments":
             from jobs.sources.segments import read_partitions
 
@@ -76,7 +71,7 @@ def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int) -> SourcePlan
     if spec.kind == "parquet":
         from jobs.sources.parquet import plan_dump
 
-        tasks, size, columns = plan_dump(spec.location, cores, TASK_BYTES)
+        tasks, size, columns = plan_dump(spec.dump, cores, TASK_BYTES)
         return SourcePlan(spec, tasks, size, columns=columns)
     if spec.kind == "segments":
         from jobs.sources.segments import plan_segments

@@ -4,24 +4,30 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
-from pathlib import Path
+import io
 
 from jobs.errors import BadInput
+from jobs.lake.storage import Location
 
 
-def read_topic_ids(path: Path) -> dict[str, str]:
+def read_topic_ids(location: str, storage: dict[str, str] | None = None) -> dict[str, str]:
     """Parse and validate the map; every id must be a 22-character base64url UUID."""
+    path = Location.parse(location, storage, "--topic-ids")
+    if not path.local:
+        path.check_reachable("--topic-ids", location, folder=False)
+    if not path.exists() or path.is_dir():
+        raise BadInput(f"--topic-ids {location}: no such file")
     ids: dict[str, str] = {}
     try:
-        with path.open(newline="") as f:
-            for n, row in enumerate(csv.reader(f), start=1):
-                if not row or (n == 1 and row[:2] == ["topic_id", "topic"]):
-                    continue
-                if len(row) != 2 or not _is_uuid(row[0]) or not row[1]:
-                    raise BadInput(f"--topic-ids {path}: line {n}: expected topic_id,topic with a base64url id, got {row}")
-                ids[row[0]] = row[1]
+        text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"--topic-ids {path}: cannot read ({e})") from None
+        raise BadInput(f"--topic-ids {location}: cannot read ({e})") from None
+    for n, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
+        if not row or (n == 1 and row[:2] == ["topic_id", "topic"]):
+            continue
+        if len(row) != 2 or not _is_uuid(row[0]) or not row[1]:
+            raise BadInput(f"--topic-ids {location}: line {n}: expected topic_id,topic with a base64url id, got {row}")
+        ids[row[0]] = row[1]
     return ids
 
 

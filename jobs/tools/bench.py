@@ -26,7 +26,7 @@ import venv
 from pathlib import Path
 from typing import Any
 
-from jobs.config import REPO_ROOT, SourceSpec
+from jobs.config import SourceSpec
 from jobs.sources import check_source
 from jobs.tools.sample import write_log_dir, write_sample
 
@@ -38,7 +38,10 @@ ARCHIVE_WAIT_SECONDS = 120  # a JVM writes its class archive in seconds once its
 
 def run_bench(records: int, dump: Path | None, work: Path, source_format: str = "parquet",
               repeat: int = 1, peer: bool = True) -> dict[str, Any]:
-    """Generate (or reuse) a dump, then time the floor, the rebuild (with and without history) and the peer."""
+    """Generate (or reuse) a dump, then time the floor, the rebuild (with and without history) and the peer.
+    Relative paths are the caller's working folder's: the processes timed get them absolute."""
+    work = work.resolve()
+    dump = dump.resolve() if dump is not None else None
     if dump is None:
         dump = work / f"dump-{records}"
         if not any(dump.glob("*.parquet")):
@@ -133,7 +136,7 @@ def _with_jvm_archive(command: list[str]) -> Path | None:
 def _timed(command: list[str]) -> tuple[float, str]:
     """Wall seconds of a whole process, and its stdout; a failure stops the bench with its stderr."""
     started = time.monotonic()
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True)
     took = time.monotonic() - started
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]

@@ -3,7 +3,6 @@ task of its plan, read as a rebuild reads it (no Spark)."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -11,6 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.config import KafkaOptions, SourceSpec, output_folder
+from jobs.lake.storage import Location, located
 from jobs.sources.plan import plan_source
 
 log = logging.getLogger("offsetlake")
@@ -19,11 +19,12 @@ COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timesta
            "producer_epoch", "is_transactional", "is_control")
 
 
-def write_dump(source: SourceSpec, kafka: KafkaOptions, output: Path) -> dict[str, Any]:
+def write_dump(source: SourceSpec, kafka: KafkaOptions, output: "Location | str") -> dict[str, Any]:
     """Read `source` once and write it under `output` (which must not exist); returns record counts."""
-    output_folder(str(output), new=True)
+    output = located(output)
+    output_folder(output.uri, new=True, storage_options=dict(output.options))
     plan = plan_source(source, kafka, cores=1)
-    output.mkdir(parents=True)
+    output.mkdir()
     records = problems = 0
     for index, task in enumerate(plan.tasks or ()):
         writer = None
@@ -37,7 +38,8 @@ def write_dump(source: SourceSpec, kafka: KafkaOptions, output: Path) -> dict[st
                 table = table.filter(pc.invert(damaged))
             table = table.select([c for c in COLUMNS if c in table.column_names])
             if writer is None:
-                writer = pq.ParquetWriter(output / f"part-{index:05d}.parquet", table.schema)
+                part = output.child(f"part-{index:05d}.parquet")
+                writer = pq.ParquetWriter(part.path, table.schema, filesystem=part.fs)
             writer.write_table(table)
             records += table.num_rows
         if writer is not None:
@@ -45,5 +47,5 @@ def write_dump(source: SourceSpec, kafka: KafkaOptions, output: Path) -> dict[st
     for item in plan.ignored:
         log.warning("not read: %s (%s)", item.path, item.reason)
     log.info("wrote %d records of %s to %s", records, source, output)
-    return {"records": records, "source": str(source), "output": str(output),
+    return {"records": records, "source": str(source), "output": output.uri,
             "segment_errors": problems + len(plan.ignored)}

@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from jobs.lake.output_lock import LOCK_FILE, STAGING_DIR
+from jobs.lake.output_lock import STAGING_DIR, holder_of
+from jobs.lake.runs import unreferenced_files
 
 
 def main() -> None:
@@ -68,7 +69,7 @@ def drill(work: Path, kills: int, records: int, rnd: random.Random) -> dict:
                     "expected_one_of": expected}
         moments.append(round(delay, 2))
     _offsetlake("rebuild", "--source", f"parquet:{dumps[0]}", "--output", str(out))
-    clean = not (out / STAGING_DIR).exists() and not (out / LOCK_FILE).exists()
+    clean = not (out / STAGING_DIR).exists() and holder_of(out) is None and not unreferenced_files(out)
     if not clean or _readers(out) != expected[dumps[0].name]:
         return {"kills": kills, "ok": False, "reason": "the run after the kills left files behind or differs"}
     shutil.rmtree(work, ignore_errors=True)

@@ -14,6 +14,7 @@ from deltalake import DeltaTable
 from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
 
 from jobs.cli import cli
+from jobs.lake.output_lock import LOCK_TABLE, holder_of
 from jobs.lake.runs import RUNS_TABLE
 from jobs.lake.tables import TABLES, arrow_schema
 
@@ -82,8 +83,9 @@ def test_a_small_local_rebuild_does_no_spark_work(rebuilt):
 
 def test_every_contract_table_is_a_delta_table_with_the_contract_schema(rebuilt):
     out, _ = rebuilt
-    # Staged tables and pinned state are gone; _runs records the run (jobs.lake.runs).
-    assert sorted(p.name for p in out.iterdir()) == sorted([*TABLES, RUNS_TABLE])
+    # Staged tables and pinned state are gone; _runs records the run (jobs.lake.runs), the lock is released.
+    assert sorted(p.name for p in out.iterdir()) == sorted([*TABLES, RUNS_TABLE, LOCK_TABLE])
+    assert holder_of(out) is None
     for table in TABLES:
         written = DeltaTable(str(out / table)).to_pyarrow_dataset().schema
         assert written.names == arrow_schema(table).names, table

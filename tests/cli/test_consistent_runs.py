@@ -26,8 +26,8 @@ from offsets_log import MINUTE, T0, OffsetsLog, member
 
 from jobs.cli import cli
 from jobs.kill_points import KILL_AT
-from jobs.lake.output_lock import LOCK_FILE, STAGING_DIR
-from jobs.lake.runs import finished_runs, table_folders
+from jobs.lake.output_lock import STAGING_DIR, holder_of
+from jobs.lake.runs import finished_runs, table_folders, unreferenced_files
 from jobs.lake.tables import TABLES
 from jobs.readers.views import register_tables
 
@@ -66,7 +66,7 @@ def rebuild(dump: Path, out: Path, ends: Path) -> str:
 def seen_by_readers(out: Path) -> dict[str, str]:
     """What the reading commands print, and every Delta table's newest version opened."""
     for path in table_folders(out):
-        DeltaTable(str(path)).to_pyarrow_table()  # raises on a missing or damaged file
+        DeltaTable(path.path).to_pyarrow_table()  # raises on a missing or damaged file
     return {"sql": offsets_csv(out),
             "show": invoke("show", "--output", str(out), "--rows", "5").stdout,
             "describe": invoke("describe", "--output", str(out), "--group", "g").stdout,
@@ -89,9 +89,9 @@ def runs(spark, tmp_path_factory) -> dict:
         killed = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   start_new_session=True, env={**os.environ, KILL_AT: moment})
         if refused is None:  # while it holds the output, a second rebuild is refused before Spark starts
-            while not (out / LOCK_FILE).exists() and killed.poll() is None:
+            while holder_of(out) is None and killed.poll() is None:
                 time.sleep(0.05)
-            holder = json.loads((out / LOCK_FILE).read_text())["run_id"]
+            holder = holder_of(out)["run_id"]
             refused = (holder, subprocess.run(command, capture_output=True, text=True, timeout=120))
         _, err = killed.communicate(timeout=600)
         assert killed.returncode == -9, err  # SIGKILL, as the hook does it
@@ -156,13 +156,9 @@ def test_register_tables_sees_the_first_run(spark, runs):
 
 def test_the_next_complete_run_cleans_up_after_the_killed_ones(runs, third):
     out, _ = third
-    assert not (out / STAGING_DIR).exists() and not (out / LOCK_FILE).exists()
+    assert not (out / STAGING_DIR).exists() and holder_of(out) is None
     # Every data file in a table folder is one a version references: no killed run's file is left.
-    for path in table_folders(out):
-        referenced = set()
-        for version in range(DeltaTable(str(path)).version() + 1):
-            referenced |= {uri.removeprefix("file://") for uri in DeltaTable(str(path), version=version).file_uris()}
-        assert {str(p) for p in path.rglob("*.parquet") if "_delta_log" not in p.parts} <= referenced, path
+    assert unreferenced_files(out) == []
 
 
 def test_every_version_of_every_table_opens_and_holds_the_as_of_of_its_run(runs, third):
@@ -207,4 +203,4 @@ def test_a_worker_killed_by_the_system_fails_the_run_in_one_line_and_changes_not
     assert died.returncode == 1
     lines = died.stderr.strip().splitlines()
     assert len(lines) == 1 and "a worker process died" in lines[0], lines
-    assert offsets_csv(out) == before and not (out / STAGING_DIR).exists() and not (out / LOCK_FILE).exists()
+    assert offsets_csv(out) == before and not (out / STAGING_DIR).exists() and holder_of(out) is None

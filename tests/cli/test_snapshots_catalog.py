@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 from offsets_log import MINUTE, T0, OffsetsLog, member
 
-from jobs.lake.catalog import LINKS_DIR, delta_statements, is_remote, metastore_configured, view_statements
+from jobs.lake.catalog import LINKS_DIR, delta_statements, metastore_configured, view_statements
+from jobs.lake.storage import Location
 from jobs.cli import cli
 from jobs.config import CatalogOptions
 from jobs.lake.runs import finished_runs
@@ -158,7 +159,7 @@ def test_catalog_views_read_hard_links_of_the_versions_files(spark, rebuilt):
     current = sorted(Path(p) for p in DeltaTable(str(out / "committed_offsets")).file_uris())
     assert [p.name for p in linked] == [p.name for p in current]  # that version's files, not the replaced ones
     assert all(os.stat(a).st_ino == os.stat(b).st_ino for a, b in zip(linked, current))
-    assert len(list((out / "committed_offsets").glob("*.parquet"))) == 3  # the folder also holds older files
+    assert len(list((out / "committed_offsets").rglob("*.parquet"))) == 3  # the folder also holds older files
     # Partitions are folders of epoch microseconds: no time zone in the path.
     snap = out / "_catalog" / LINKS_DIR / DATABASE / "snapshots_committed_offsets"
     assert sorted(p.name for p in next(snap.iterdir()).iterdir()) == sorted(
@@ -181,12 +182,12 @@ def test_an_entry_that_is_not_offsetlakes_is_refused_before_any_table_changes(sp
 
 def test_with_delta_in_spark_entries_are_external_delta_tables(tmp_path):
     """Spark's Delta is not on this classpath: the statements are checked as text."""
-    path = tmp_path / "committed_offsets"
-    create = f"CREATE TABLE `db`.`committed_offsets` USING DELTA LOCATION '{path}'"
+    path = Location.parse(str(tmp_path / "committed_offsets"))
+    create = f"CREATE TABLE `db`.`committed_offsets` USING DELTA LOCATION 'file://{path.path}'"
     assert delta_statements("db", "committed_offsets", path, None) == [create]
     view = {"type": "VIEW", "location": ""}
     assert delta_statements("db", "committed_offsets", path, view) == ["DROP VIEW `db`.`committed_offsets`", create]
-    table = {"type": "EXTERNAL", "location": path.as_uri(), "provider": "delta"}
+    table = {"type": "EXTERNAL", "location": path.hadoop_uri, "provider": "delta"}
     assert delta_statements("db", "committed_offsets", path, table) == []  # Spark reads the newest version itself
 
 
@@ -195,7 +196,7 @@ def test_a_view_quotes_what_it_names(tmp_path):
         def metadata(self):
             return type("M", (), {"partition_columns": []})()
 
-    out = tmp_path / "it's here"
+    out = Location.parse(str(tmp_path / "it's here"))
     statements = view_statements("db", "quarantine", "quarantine", out, 3, Empty(), tmp_path / "links", 0, None)
     assert len(statements) == 1
     assert f"'offsetlake.output' = '{tmp_path}/it\\'s here'" in statements[0]
@@ -217,4 +218,3 @@ def test_a_remote_output_has_no_local_catalog_folder_unless_given(tmp_path):
     assert given is not None and given.folder == tmp_path / "catalog"
     local = CatalogOptions.build("lake", None, "relative/tables")
     assert local is not None and local.folder == Path.cwd() / "relative" / "tables" / "_catalog"
-    assert is_remote(Path("s3://bucket/tables")) and not is_remote(tmp_path)

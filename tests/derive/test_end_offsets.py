@@ -6,7 +6,6 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
 from jobs.derive.end_offsets import SCHEMA, Snapshots, epoch_us, history_rows, merge_history
 from jobs.lake.tables import TIMESTAMP

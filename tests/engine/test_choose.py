@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.config import RebuildConfig, SourceSpec
-from jobs.engine import choose_runner, is_local
+from jobs.engine import choose_runner
 from jobs.engine.local import LocalRunner
 from jobs.errors import BadInput
 
@@ -40,10 +40,9 @@ def test_spark_submit_databricks_and_spark_connect_run_on_spark(monkeypatch, lau
     assert choose_runner(Config("parquet:/dumps/offsets")) == "spark runner" and chosen
 
 
-def test_a_remote_dump_is_spark_s_and_the_local_runner_refuses_it(monkeypatch):
-    assert not is_local(SourceSpec("parquet", "s3a://bucket/dump")) and is_local(SourceSpec("kafka", "b:9092"))
-    with pytest.raises(BadInput, match="--engine local: --source parquet:s3a://bucket/dump is not on this machine"):
-        choose_runner(Config("parquet:s3a://bucket/dump", engine="local"))
+def test_a_dump_on_an_object_store_runs_on_the_local_pool_too():
+    # pyarrow reads it (tests/lake/test_object_store.py): only a launcher or a session chooses Spark.
+    assert isinstance(choose_runner(Config("parquet:s3://bucket/dump")), LocalRunner)
 
 
 def test_an_unknown_engine_is_refused_before_anything_runs(tmp_path):
