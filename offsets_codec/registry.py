@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from .layout import RecordType
-from .layouts import classic_group as cg, consumer_group as kc, offsets as oc, share_group as sg, streams_group as st
+from .layouts import classic_group as cg, consumer_group as kc, offsets as oc, share_group as sg, share_state as ss
+from .layouts import streams_group as st
 
 # Spec §3 and §4.4: the 3.7 early-access KIP-848 layout of type 8 (TargetMemberEpoch, PartitionsPendingAssignment,
 # Error, MetadataVersion, MetadataBytes) and the 4.0 early-access share layouts of types 11 and 15 (fields added
@@ -80,3 +81,15 @@ def record_type_named(name: str) -> int:
 
 
 _BY_NAME = {rt.name: rt.record_type for rt in _TYPES}
+
+
+# ``__share_group_state``, the share coordinator's topic (spec §3, "Not in this topic"): its own type ids, which
+# overlap the ones above, so its records are never decoded with REGISTRY.
+_SHARE_STATE_TYPES = (
+    RecordType(0, "ShareSnapshot", ss.SHARE_SNAPSHOT_KEY, ss.SHARE_SNAPSHOT_VALUE, "share_state",
+               "active (4.1+; 4.0 early-access records are incompatible)", early_access=_SHARE_EARLY_ACCESS),
+    RecordType(1, "ShareUpdate", ss.SHARE_UPDATE_KEY, ss.SHARE_UPDATE_VALUE, "share_state",
+               "active (4.1+; 4.0 early-access records are incompatible)", early_access=_SHARE_EARLY_ACCESS),
+)
+SHARE_STATE_REGISTRY: Mapping[int, RecordType] = MappingProxyType({rt.record_type: rt for rt in _SHARE_STATE_TYPES})
+SHARE_SNAPSHOT, SHARE_UPDATE = (rt.record_type for rt in _SHARE_STATE_TYPES)
