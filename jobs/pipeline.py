@@ -30,10 +30,12 @@ from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, newest_plausible, read_c
 from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
 from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition
+from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS, replay_share_state
 from jobs.sources.end_offsets import is_live, live_cluster, load_end_offsets
 from jobs.sources import check_inputs
 from jobs.sources.plan import plan_source
 from jobs.sources.topic_ids import read_topic_ids
+from offsets_codec import SHARE_STATE_REGISTRY
 
 log = logging.getLogger("offsetlake")
 
@@ -58,7 +60,8 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     topic_ids = read_topic_ids(cfg.topic_ids, dict(cfg.storage)) if cfg.topic_ids else {}
     runner = choose_runner(cfg, spark)
     plan = plan_source(cfg.source, cfg.kafka, runner.cores)
-    stages = Stages(cfg.output, run_id, {**CHUNK_OUTPUTS, **REPLAY_OUTPUTS, **DERIVE_OUTPUTS}, runner.groups(plan))
+    replay_outputs = {**REPLAY_OUTPUTS, **SHARE_OUTPUTS}
+    stages = Stages(cfg.output, run_id, {**CHUNK_OUTPUTS, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan))
     runner.attach(stages)
     sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark)
     try:
@@ -77,8 +80,9 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         as_of = cfg.as_of or newest_plausible(moments) or started_at
         kill_point("replayed")
         settings = ReplaySettings(as_of, cfg.retention_ms, cfg.history, cfg.status_window, cfg.rate_window_ms)
-        runner.by_partition("replay", {"log": "chunks"}, partial(_replay_kernel, settings=settings), REPLAY_OUTPUTS)
-        counts = total(stages.read("replay", "counts"))
+        runner.by_partition("replay", {"log": "chunks", "share_log": "chunks"},
+                            partial(_replay_kernel, settings=settings), replay_outputs)
+        counts = _counts(stages)
         log.info("replayed %d records (%d decoded, %d quarantined) as of %s, retention %d min, at %.1fs",
                  counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
                  as_of.isoformat(), cfg.retention_minutes, time.monotonic() - started)
@@ -115,7 +119,22 @@ def _chunk_kernel(raw: Iterable[pa.Table], started: datetime, as_of: datetime | 
 
 
 def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings) -> Iterator[tuple[str, pa.Table]]:
-    return replay_partition(inputs["log"], settings)
+    """A coordinator partition of `__consumer_offsets` and the partition of `__share_group_state` of the same
+    number: two logs that share nothing but the number, replayed apart."""
+    if inputs["log"].num_rows:
+        yield from replay_partition(inputs["log"], settings)
+    if inputs["share_log"].num_rows:
+        yield from replay_share_state(inputs["share_log"], settings.as_of_us, settings.as_of)
+
+
+def _counts(stages: Stages) -> dict[str, Any]:
+    """The summary's counts of both topics' records: the share coordinator's by its own registry's names."""
+    counts = total(stages.read("replay", "counts"))
+    share = total(stages.read("replay", "share_counts"), SHARE_STATE_REGISTRY)
+    for name in ("records_read", "records_decoded", "records_quarantined", "records_after_as_of"):
+        counts[name] += share[name]
+    counts["records_by_type"] = {**counts["records_by_type"], **share["records_by_type"]}
+    return counts
 
 
 def _derive_kernel(inputs: dict[str, pa.Table], settings: DeriveSettings) -> Iterator[tuple[str, pa.Table]]:
@@ -197,6 +216,7 @@ def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[s
         "committed_offsets": rows["committed_offsets"],
         "expired_offsets": rows["expired_offsets"],
         "members": rows["group_members"],
+        "share_partitions": rows["share_partition_state"],
         "consumer_lag": rows["consumer_lag"],
         "pending_transactions": rows["pending_transactions"],
         "segment_errors": rows["segment_errors"],

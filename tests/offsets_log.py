@@ -10,11 +10,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from offsets_codec import encode_key, encode_value, record_type_named
+from offsets_codec import SHARE_STATE, encode_key, encode_value, record_type_named
+from offsets_codec.registry import SHARE_SNAPSHOT, SHARE_UPDATE
 from offsets_codec.consumer_protocol import encode_assignment, encode_subscription
 from offsets_codec.segment_writer import control_record
 
 OFFSET_COMMIT, GROUP_METADATA = 1, 2
+OFFSETS_TOPIC, SHARE_STATE_TOPIC = "__consumer_offsets", "__share_group_state"
 T0 = int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp() * 1000)
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -59,13 +61,41 @@ class OffsetsLog:
         self.next_offset: dict[int, int] = {}
 
     def raw(self, key: bytes | None, value: bytes | None, at: int, partition: int = 0, *, producer_id: int = -1,
-            producer_epoch: int = -1, is_control: bool = False) -> int:
+            producer_epoch: int = -1, is_control: bool = False, topic: str = OFFSETS_TOPIC) -> int:
         """Append one record; a producer id makes it transactional (spec §1: producerId != -1)."""
-        offset = self.next_offset.get(partition, 0)
-        self.next_offset[partition] = offset + 1
-        self.rows.append((key, value, "__consumer_offsets", partition, offset, at, 0,
+        where = partition if topic == OFFSETS_TOPIC else (topic, partition)
+        offset = self.next_offset.get(where, 0)
+        self.next_offset[where] = offset + 1
+        self.rows.append((key, value, topic, partition, offset, at, 0,
                           producer_id, producer_epoch, producer_id != -1, is_control))
         return offset
+
+    def share_snapshot(self, group: str, topic_id: str, partition: int, at: int, *, start: int,
+                       batches: list[tuple[int, int, int, int]] = (), snapshot_epoch: int = 0, state_epoch: int = 0,
+                       leader_epoch: int = 0, delivery_complete_count: int = -1, coordinator: int = 0) -> int:
+        """A ShareSnapshot in `__share_group_state` (batches: first, last, delivery state, delivery count)."""
+        value = {"SnapshotEpoch": snapshot_epoch, "StateEpoch": state_epoch, "LeaderEpoch": leader_epoch,
+                 "StartOffset": start, "DeliveryCompleteCount": delivery_complete_count,
+                 "CreateTimestamp": at, "WriteTimestamp": at, "StateBatches": _state_batches(batches)}
+        return self._share(SHARE_SNAPSHOT, group, topic_id, partition, value, at, coordinator)
+
+    def share_update(self, group: str, topic_id: str, partition: int, at: int, *, start: int = -1,
+                     batches: list[tuple[int, int, int, int]] = (), snapshot_epoch: int = 0, leader_epoch: int = -1,
+                     coordinator: int = 0) -> int:
+        """A ShareUpdate in `__share_group_state`: start -1 and leader epoch -1 leave them as they are."""
+        value = {"SnapshotEpoch": snapshot_epoch, "LeaderEpoch": leader_epoch, "StartOffset": start,
+                 "StateBatches": _state_batches(batches)}
+        return self._share(SHARE_UPDATE, group, topic_id, partition, value, at, coordinator)
+
+    def delete_share_state(self, group: str, topic_id: str, partition: int, at: int, coordinator: int = 0) -> int:
+        """The share coordinator's tombstone: a ShareSnapshot key with a null value."""
+        return self._share(SHARE_SNAPSHOT, group, topic_id, partition, None, at, coordinator)
+
+    def _share(self, record_type: int, group: str, topic_id: str, partition: int, value: dict | None, at: int,
+               coordinator: int) -> int:
+        key = SHARE_STATE.encode_key(record_type, {"GroupId": group, "TopicId": topic_id, "Partition": partition})
+        encoded = None if value is None else SHARE_STATE.encode_value(record_type, 0, value)
+        return self.raw(key, encoded, at, coordinator, topic=SHARE_STATE_TOPIC)
 
     def marker(self, producer_id: int, marker: str, at: int, coordinator: int = 0, *, producer_epoch: int = 0,
                coordinator_epoch: int = 0) -> int:
@@ -81,10 +111,10 @@ class OffsetsLog:
     def read_committed(self) -> "OffsetsLog":
         """What a read_committed consumer is handed (spec §1): no markers, no aborted records, and nothing
         from the first record of a still-open transaction on (the last stable offset)."""
-        fate: dict[tuple[int, int, int], str | None] = {}  # (partition, producer, offset) -> next marker
-        pending: dict[tuple[int, int], list[int]] = {}
+        fate: dict[tuple, str | None] = {}  # (partition, producer, offset) -> next marker
+        pending: dict[tuple, list[int]] = {}
         for r in self.rows:
-            partition, offset, producer, control = r[3], r[4], r[7], r[10]
+            partition, offset, producer, control = (r[2], r[3]), r[4], r[7], r[10]
             if control:
                 for o in pending.pop((partition, producer), []):
                     fate[(partition, producer, o)] = CONTROL_NAMES[r[0][3]]
@@ -95,7 +125,7 @@ class OffsetsLog:
             lso[partition] = min(lso.get(partition, offsets[0]), offsets[0])
         view = OffsetsLog()
         for r in self.rows:
-            partition, offset, producer, control = r[3], r[4], r[7], r[10]
+            partition, offset, producer, control = (r[2], r[3]), r[4], r[7], r[10]
             if control or offset >= lso.get(partition, offset + 1):
                 continue
             if producer != -1 and fate.get((partition, producer, offset)) == "ABORT":
@@ -184,11 +214,11 @@ class OffsetsLog:
         from offsets_codec.segments import LogRecord
 
         files = []
-        for partition in sorted({r[3] for r in self.rows}):
-            rows = [r for r in self.rows if r[3] == partition]
+        for topic, partition in sorted({(r[2], r[3]) for r in self.rows}):
+            rows = [r for r in self.rows if (r[2], r[3]) == (topic, partition)]
             codec = compression if isinstance(compression, str) else compression.get(partition, "none")
             version = (magic or {}).get(partition, 2)
-            folder = log_dir / f"__consumer_offsets-{partition}"
+            folder = log_dir / f"{topic}-{partition}"
             folder.mkdir(parents=True, exist_ok=True)
             size = segment_records or len(rows)
             for start in range(0, len(rows), size):
@@ -214,3 +244,7 @@ class OffsetsLog:
                     i = j
                 files.append(write_segment(folder / segment_file_name(chunk[0][4]), chunks))
         return files
+
+
+def _state_batches(batches) -> list[dict[str, int]]:
+    return [{"FirstOffset": f, "LastOffset": last, "DeliveryState": s, "DeliveryCount": c} for f, last, s, c in batches]

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from jobs.decode.arrow_reader import proven, read
 from jobs.replay.records import mask
-from offsets_codec import REGISTRY, DecodeError, decode_key, decode_value
+from offsets_codec import REGISTRY, SHARE_STATE, SHARE_STATE_REGISTRY, DecodeError, decode_key, decode_value
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 
 OFFSET_VALUE = REGISTRY[OFFSET_COMMIT_TYPES[0]].value
@@ -66,6 +66,36 @@ def check(records: pa.Table) -> pa.Table:
     for (name, _), column in zip(CHECK_FIELDS, (record_type, group_id, marker, error)):
         checked = checked.append_column(name, column)
     return checked
+
+
+def check_share_state(records: pa.Table) -> pa.Table:
+    """Records of `__share_group_state` (RECORD_SCHEMA) plus CHECK_FIELDS, read with the share coordinator's
+    registry, one at a time (they are few). Its errors name the topic: its type ids mean other records here."""
+    types, groups, errors = [], [], []
+    for key, value, control in zip(*(records.column(c).to_pylist() for c in ("key", "value", "is_control"))):
+        record_type, group_id, error = (None, None, None) if control else _check_share_record(key, value)
+        types.append(record_type)
+        groups.append(group_id)
+        errors.append(None if error is None else f"__share_group_state: {error}")
+    error = pa.array(errors, pa.string())
+    positions = _misplaced(records)
+    if positions is not None:
+        error = pc.coalesce(positions, error)
+    return records.append_column("record_type", pa.array(types, pa.int16())).append_column(
+        "group_id", pa.array(groups, pa.string())).append_column(
+        "transaction_marker", pa.nulls(records.num_rows, pa.string())).append_column("error", error)
+
+
+def _check_share_record(key: bytes | None, value: bytes | None) -> Verdict:
+    record_type = _INT16.unpack_from(key)[0] if key is not None and len(key) >= 2 else None
+    try:
+        decoded = SHARE_STATE.decode_key(key)
+        if value is not None:
+            SHARE_STATE.decode_value(decoded.record_type, value)
+    except DecodeError as e:
+        hint = SHARE_STATE_REGISTRY[record_type].early_access if record_type in SHARE_STATE_REGISTRY else ""
+        return record_type, None, f"{e} (possibly an early-access record: {hint})" if hint else str(e)
+    return decoded.record_type, decoded.data["GroupId"], None
 
 
 def _misplaced(records: pa.Table) -> pa.Array | None:

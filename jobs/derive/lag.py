@@ -20,7 +20,7 @@ RATE_WINDOW_MS = 15 * 60_000
 
 
 def consumer_lag(committed: pa.Table, snapshots: Snapshots, as_of: datetime | None, rates: pa.Table | None,
-                 rate_window_ms: int = RATE_WINDOW_MS) -> pa.Table:
+                 rate_window_ms: int = RATE_WINDOW_MS, progress: str = "commit") -> pa.Table:
     """One row (consumer_lag) per committed offset whose topic-partition has a snapshot; lag may be negative.
 
     `committed` has group_id, topic, partition, committed_offset, as_of (committed_offsets). `snapshots` is the
@@ -34,6 +34,8 @@ def consumer_lag(committed: pa.Table, snapshots: Snapshots, as_of: datetime | No
     each committed row's own as_of.
 
     `rates` has each offset's consume_rate (CONSUME_RATE_SCHEMA) over the rate window; None: unknown.
+    `progress` says where committed_offset comes from: `commit`, or a share group's `share_start_offset`
+    (jobs.replay.share_state.share_lag_rows), whose lag is end offset - start offset the same way.
     produce_rate is over the same window (as_of - rate_window_ms, as_of]; see lag_in_time and catch_up.
     """
     at_us = None if as_of is None else epoch_us(as_of)
@@ -70,6 +72,7 @@ def consumer_lag(committed: pa.Table, snapshots: Snapshots, as_of: datetime | No
         "log_start_offset": current.column("log_start_offset"),
         # Retention deleted what this offset points at: the consumer will reset (auto.offset.reset).
         "below_log_start": pc.less(committed.column("committed_offset"), current.column("log_start_offset")),
+        "progress": pa.repeat(pa.scalar(progress, pa.string()), committed.num_rows),
     }
     schema = arrow_schema("consumer_lag")
     return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from jobs.engine.stages import Stages, group_of
+from jobs.engine.stages import LOGS, Stages, group_of
 from jobs.lake.storage import Location
 from jobs.kill_points import kill_point
 from jobs.lake.tables import conform, partition_columns
@@ -179,21 +179,21 @@ class _Writers:
         self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs
         self._open: dict[str, Any] = {}
         self._written = 0
-        self._held: dict[int, list[pa.Table]] = {}  # the log's rows by coordinator partition (-1: none)
-        self._held_rows: dict[int, int] = {}
+        self._held: dict[tuple[str, int], list[pa.Table]] = {}  # a log's rows by (log, partition) (-1: none)
+        self._held_rows: dict[tuple[str, int], int] = {}
 
     def write(self, name: str, table: pa.Table) -> None:
         if not table.num_rows:
             return
         schema = self.outputs[name]
         table = conform(table, name) if self.stages.is_table(name) else table.select(schema.names).cast(schema)
-        if name == "log":
+        if name in LOGS:
             partition = numbers(table.column("coordinator_partition"), -1)
             order = np.argsort(partition, kind="stable")
             table, partition = table.take(pa.array(order)), partition[order]
             starts = np.flatnonzero(np.concatenate([[True], partition[1:] != partition[:-1]]))
             for start, end in zip(starts, np.append(starts[1:], len(partition))):
-                p = int(partition[start])
+                p = (name, int(partition[start]))
                 self._held.setdefault(p, []).append(table.slice(start, end - start))
                 self._held_rows[p] = self._held_rows.get(p, 0) + end - start
             if sum(self._held_rows.values()) >= LOG_ROWS:  # a task's memory: bounded, whatever its partitions
@@ -205,11 +205,12 @@ class _Writers:
         else:
             self._file(name, schema).write_table(table)
 
-    def _flush(self, partition: int) -> None:
+    def _flush(self, held: tuple[str, int]) -> None:
+        name, partition = held
         group = group_of(pa.array([partition if partition >= 0 else None], pa.int32()), self.stages.groups)[0]
-        self._file(f"log/g{group:05d}", self.outputs["log"]).write_table(pa.concat_tables(self._held.pop(partition)),
-                                                                          row_group_size=1 << 30)
-        self._held_rows.pop(partition)
+        self._file(f"{name}/g{group:05d}", self.outputs[name]).write_table(pa.concat_tables(self._held.pop(held)),
+                                                                           row_group_size=1 << 30)
+        self._held_rows.pop(held)
 
     def _file(self, name: str, schema: pa.Schema) -> Any:
         import pyarrow.parquet as pq

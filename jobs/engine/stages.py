@@ -21,6 +21,7 @@ from jobs.replay.records import numbers
 NULL_GROUP = 0  # the group of records without a coordinator partition (all quarantined)
 STATE = "_state"
 ENVELOPE = "_envelope"  # the Spark runner's outputs of a pass, partitioned by kind (jobs.engine.spark)
+LOGS = ("log", "share_log")  # the records a source task leaves: the local runner writes them in a folder per group
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Stages:
     def group_dataset(self, stage: str, name: str, group: int) -> pads.Dataset:
         """The rows of one group of coordinator partitions (the local runner's files of that group)."""
         folder = self.folder(stage, name)
-        if name == "log":
+        if name in LOGS:
             files = [f for f, _ in data_files(folder.child(f"g{group:05d}"))]
         else:
             files = [f for f, _ in data_files(folder) if f.name.startswith(f"g{group:05d}")]

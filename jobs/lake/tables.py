@@ -21,6 +21,7 @@ TABLES = (
     "quarantine",
     "pending_transactions",
     "segment_errors",
+    "share_partition_state",
     # History (--no-history skips them): they grow with the log.
     "offset_commits",
     "group_events",

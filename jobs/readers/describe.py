@@ -2,7 +2,8 @@
 
 The layouts follow ConsumerGroupCommand: left-aligned printf columns, every offsets/state row starting
 with a newline, `-` for a missing value, and the Empty / rebalancing notices on stderr. The coordinator
-column shows the coordinator partition, since a log holds no broker address.
+column shows the coordinator partition, since a log holds no broker address. A share group's offsets are its
+share partitions' start offsets and lag, as ShareGroupCommand prints them (`kafka-share-groups.sh --describe`).
 """
 from __future__ import annotations
 
@@ -17,15 +18,21 @@ from jobs.lake.runs import Snapshot, snapshot
 from jobs.lake.storage import Location
 
 READS = ("consumer_groups", "group_members", "group_target_assignments", "committed_offsets", "consumer_lag")
-HISTORY = ("group_events", "group_status")  # absent from outputs written before the history tables existed
+# Absent from outputs written before these tables existed.
+HISTORY = ("group_events", "group_status")
+SHARE = "share_partition_state"
 MISSING = "-"
 REBALANCING = {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
 
 
 def describe_group(output: Location, group_id: str, view: str, verbose: bool) -> tuple[str, str]:
     """(stdout, stderr) text for one group in the `offsets`, `members` or `state` view."""
-    tables = snapshot(output, READS + HISTORY)  # every table of one run, even while a rebuild is committing
+    tables = snapshot(output, READS + HISTORY + (SHARE,))  # every table of one run, even while one is committing
     group = _rows(tables, "consumer_groups", group_id)
+    shares = _rows(tables, SHARE, group_id, optional=True)
+    if view == "offsets" and shares and (not group or group[0]["protocol_type"] == "share"):
+        lag = [r for r in _rows(tables, "consumer_lag", group_id) if r.get("progress") == "share_start_offset"]
+        return _share_offsets(group_id, group[0] if group else None, shares, lag, verbose)
     if not group:
         return f"\nError: Consumer group '{group_id}' does not exist.\n", ""
     g = group[0]
@@ -92,6 +99,23 @@ def _offset_row(g: dict, tp: tuple[str, int], c: dict | None, end: int | None, m
     lag = end - offset if end is not None and offset not in (None, -1) else None
     return [g["group_id"], tp[0], str(tp[1]), _text(c["leader_epoch"] if c else None), _text(offset), _text(end),
             _text(lag), _text(m and m["member_id"]), _text(m and m["client_host"]), _text(m and m["client_id"])]
+
+
+def _share_offsets(group_id: str, g: dict | None, shares: list[dict], lag: list[dict], verbose: bool
+                   ) -> tuple[str, str]:
+    """ShareGroupCommand's offsets: GROUP TOPIC PARTITION [LEADER-EPOCH] START-OFFSET LAG, by topic and partition;
+    an unnamed topic shows its id. The lag is consumer_lag's (end offset - start offset), `-` when unknown."""
+    lags = {(r["topic"], r["partition"]): r["lag"] for r in lag}
+    rows = sorted(([s["topic"] or s["topic_id"], s["partition"], s["leader_epoch"],
+                    s["start_offset"] if s["start_offset"] >= 0 else None, lags.get((s["topic"], s["partition"]))]
+                   for s in shares), key=lambda r: (r[0], r[1]))
+    notice = f"\nShare group '{group_id}' has no active members.\n" if g is not None and g["state"] == "Empty" else ""
+    header = ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"]
+    table = [header] + [[group_id, t, str(p), _text(e), _text(o), _text(n)] for t, p, e, o, n in rows]
+    if not verbose:
+        table = [r[:3] + r[4:] for r in table]
+    widths = [max(15, len(group_id)), max([15] + [len(r[1]) for r in table[1:]]), 10] + [13] * (2 if verbose else 1)
+    return "".join("\n" + _printf(widths, r) for r in table) + "\n", notice
 
 
 def _printf(widths: list[int], values: list[str]) -> str:

@@ -3,7 +3,8 @@ coordinator's terms, check them, and reduce them (or keep them whole, for the hi
 there twice), noting what the run must know before the replay (their spans, their newest plausible moment).
 
 A source that reads log segments gives the damage it found as rows with a `problem` (jobs.sources.segments):
-those become segment_errors rows.
+those become segment_errors rows. Records of the share coordinator's topic (`topic` = `__share_group_state`)
+go apart, whole, as `share_log` (jobs.replay.share_state): their partitions are not the offsets topic's.
 """
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from jobs.replay.counts import MOMENT_SCHEMA, future_cutoff, moments
 from jobs.replay.duplicates import SPAN_SCHEMA, spans
 from jobs.replay.records import RECORD_SCHEMA, records
 from jobs.replay.reduction import REDUCED_FIELDS, prefold, whole
+from jobs.replay.share_state import SHARE_STATE_TOPIC
 
 LOG_SCHEMA = pa.schema([*RECORD_SCHEMA, *(pa.field(n, t) for n, t in CHECK_FIELDS + REDUCED_FIELDS)])
-OUTPUTS: dict[str, pa.Schema] = {"log": LOG_SCHEMA, "spans": SPAN_SCHEMA, "moments": MOMENT_SCHEMA,
-                                 "segment_errors": arrow_schema("segment_errors")}
+OUTPUTS: dict[str, pa.Schema] = {"log": LOG_SCHEMA, "share_log": RECORD_SCHEMA, "spans": SPAN_SCHEMA,
+                                 "moments": MOMENT_SCHEMA, "segment_errors": arrow_schema("segment_errors")}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -42,6 +44,13 @@ def read_chunk(raw: Iterable[pa.Table | pa.RecordBatch], started: datetime, as_o
                 if pc.any(problems).as_py():
                     seen.append(("segment_errors", _segment_errors(batch.filter(problems))))
                     batch = batch.filter(pc.invert(problems))
+            if "topic" in batch.column_names:
+                share = pc.fill_null(pc.equal(batch.column("topic"), SHARE_STATE_TOPIC), False)
+                if pc.any(share).as_py():
+                    shared = records(batch.filter(share))
+                    seen.append(("share_log", shared))
+                    seen.append(("moments", moments(shared, started)))
+                    batch = batch.filter(pc.invert(share))
             found = records(batch)
             seen.append(("spans", spans(found)))
             seen.append(("moments", moments(found, started)))

@@ -10,7 +10,7 @@ kept out of the default as_of and reported. Records older than Kafka itself are 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from jobs.replay.records import TIMESTAMP, mask, numbers
 from offsets_codec import REGISTRY
+from offsets_codec.layout import RecordType
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 FUTURE_SLACK = timedelta(days=1)
@@ -77,8 +78,8 @@ def _us(moment: datetime) -> int:
     return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
 
 
-def total(counts: pa.Table) -> dict[str, Any]:
-    """The run summary's counts from every partition's COUNT_SCHEMA rows."""
+def total(counts: pa.Table, registry: Mapping[int, RecordType] = REGISTRY) -> dict[str, Any]:
+    """The run summary's counts from every partition's COUNT_SCHEMA rows, their types named by `registry`."""
     by_type: dict[str, int] = {}
     read = decoded = after = transactional = 0
     for r in counts.to_pylist():
@@ -86,7 +87,7 @@ def total(counts: pa.Table) -> dict[str, Any]:
         transactional += r["transactional"] or 0
         if r["ok"]:
             decoded += r["count"]
-            name = (REGISTRY[r["record_type"]].name if r["record_type"] in REGISTRY
+            name = (registry[r["record_type"]].name if r["record_type"] in registry
                     else "TransactionMarker" if r["record_type"] is None else str(r["record_type"]))
             by_type[name] = by_type.get(name, 0) + r["count"]
             after += r["after"] or 0

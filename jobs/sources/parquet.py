@@ -67,7 +67,7 @@ def check_dump(root: Location | str) -> str | None:
 
 
 # The columns the replay reads (the contract's, and the batch metadata a dump may carry).
-COLUMNS = ("key", "value", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
+COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control")
 
 
 def dump_files(root: Location) -> list[tuple[Location, dict[str, str | None]]]:
