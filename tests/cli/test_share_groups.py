@@ -91,3 +91,18 @@ def sql(runner: CliRunner, out, query: str) -> list[dict]:
     result = runner.invoke(cli, ["sql", "--output", str(out), "--format", "json", query], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_both_runners_give_the_same_share_partitions(tmp_path, spark):
+    from runs import rebuild_tables
+
+    ends, ids = tmp_path / "ends.txt", tmp_path / "topic-ids.csv"
+    ends.write_text("orders:0:100\norders:1:50\n")
+    ids.write_text(f"topic_id,topic\n{ORDERS},orders\n")
+    log = share_log()
+    options = {"as_of_ms": T0 + MINUTE, "end_offsets": ends, "topic_ids": str(ids)}
+    local = rebuild_tables(log, tmp_path, engine="local", **options)
+    on_spark = rebuild_tables(log, tmp_path, engine="spark", spark=spark, **options)
+    for table in ("share_partition_state", "consumer_lag", "quarantine", "committed_offsets"):
+        assert on_spark[table] == local[table], table
+    assert len(local["share_partition_state"]) == 3 and len(local["consumer_lag"]) == 3
