@@ -17,8 +17,7 @@ from typing import Any
 
 from .layout import ArrayOf, Primitive, Struct
 from .plan import FieldPlan, Plan, plan_for
-from .records import decode_record
-from .registry import REGISTRY
+from .records import OFFSETS, RecordCodec
 
 # Jackson's default escapes: the two-character forms for these, \u00XX (upper-case hex) for other
 # control characters; everything else, non-ASCII included, is written as is.
@@ -39,13 +38,14 @@ def json_name(name: str) -> str:
     return name[:1].lower() + name[1:]
 
 
-def to_kafka_json(key: bytes, value: bytes | None) -> str:
-    """Format one record like ``kafka-console-consumer`` with Kafka 4.x's coordinator formatters.
+def to_kafka_json(key: bytes, value: bytes | None, codec: RecordCodec = OFFSETS) -> str:
+    """Format one record like ``kafka-console-consumer`` with Kafka 4.x's coordinator formatters; `codec` is the
+    record's topic's (SHARE_STATE for ``__share_group_state``, as Kafka's ShareGroupStateMessageFormatter).
 
     Raises `DecodeError` when the record cannot be decoded (Kafka's tool fails or skips it).
     """
-    record = decode_record(key, value)
-    rt = REGISTRY[record.key.record_type]
+    record = codec.decode_record(key, value)
+    rt = codec.registry[record.key.record_type]
     key_json = struct_json(plan_for(rt.key, rt.key.valid.lowest), record.key.data)
     head = f'{{"key":{{"type":{record.key.record_type},"data":{key_json}}},"value":'
     if record.value is None:

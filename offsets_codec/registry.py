@@ -83,6 +83,9 @@ def record_type_named(name: str) -> int:
 _BY_NAME = {rt.name: rt.record_type for rt in _TYPES}
 
 
+OFFSETS_TOPIC = "__consumer_offsets"
+SHARE_STATE_TOPIC = "__share_group_state"
+
 # ``__share_group_state``, the share coordinator's topic (spec §3, "Not in this topic"): its own type ids, which
 # overlap the ones above, so its records are never decoded with REGISTRY.
 _SHARE_STATE_TYPES = (

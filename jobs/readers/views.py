@@ -11,7 +11,9 @@ from jobs.config import SourceSpec
 from jobs.errors import BadInput
 from jobs.lake.storage import Location, located
 from jobs.lake.tables import TABLES, known_tables
-from offsets_codec import DecodeError, to_kafka_json
+from offsets_codec import SHARE_STATE, DecodeError, to_kafka_json
+from offsets_codec.records import OFFSETS
+from offsets_codec.registry import SHARE_STATE_TOPIC
 from offsets_codec.segments import control_marker
 
 
@@ -31,9 +33,10 @@ def decode_lines(source: str, limit: int | None = None, storage: dict[str, str] 
         yield line
 
 
-def _record_line(partition: int, offset: int, key: bytes | None, value: bytes | None) -> str:
+def _record_line(partition: int, offset: int, key: bytes | None, value: bytes | None, topic: str | None = None
+                 ) -> str:
     try:
-        return to_kafka_json(key, value)
+        return to_kafka_json(key, value, SHARE_STATE if topic == SHARE_STATE_TOPIC else OFFSETS)
     except DecodeError as e:
         return json.dumps({"partition": partition, "offset": offset, "error": str(e), "key": _b64(key),
                            "value": _b64(value)}, separators=(",", ":"))
@@ -58,7 +61,7 @@ def _segment_lines(location: str) -> Iterator[str]:
                         yield _marker_line(part.partition, r.offset, item.producer_id, r.key)
                 else:
                     for r in item.records:
-                        yield _record_line(part.partition, r.offset, r.key, r.value)
+                        yield _record_line(part.partition, r.offset, r.key, r.value, part.topic)
 
 
 def _parquet_lines(source: str, spec: SourceSpec) -> Iterator[str]:
@@ -75,13 +78,13 @@ def _parquet_lines(source: str, spec: SourceSpec) -> Iterator[str]:
     if missing:
         raise BadInput(f"--source {source}: missing required column(s) {', '.join(missing)}")
     # A dump with batch metadata (made from segments) holds transaction markers too.
-    metadata = [c for c in ("producer_id", "is_control") if c in dataset.schema.names]
+    metadata = [c for c in ("producer_id", "is_control", "topic") if c in dataset.schema.names]
     for batch in dataset.to_batches(columns=["partition", "offset", "key", "value", *metadata]):
         for row in batch.to_pylist():
             if row.get("is_control"):
                 yield _marker_line(row["partition"], row["offset"], row.get("producer_id"), row["key"])
             else:
-                yield _record_line(row["partition"], row["offset"], row["key"], row["value"])
+                yield _record_line(row["partition"], row["offset"], row["key"], row["value"], row.get("topic"))
 
 
 def _marker_line(partition: int, offset: int, producer_id: int | None, key: bytes | None) -> str:

@@ -20,7 +20,7 @@ from jobs.replay.counts import MOMENT_SCHEMA, future_cutoff, moments
 from jobs.replay.duplicates import SPAN_SCHEMA, spans
 from jobs.replay.records import RECORD_SCHEMA, records
 from jobs.replay.reduction import REDUCED_FIELDS, prefold, whole
-from jobs.replay.share_state import SHARE_STATE_TOPIC
+from offsets_codec.registry import SHARE_STATE_TOPIC
 
 LOG_SCHEMA = pa.schema([*RECORD_SCHEMA, *(pa.field(n, t) for n, t in CHECK_FIELDS + REDUCED_FIELDS)])
 OUTPUTS: dict[str, pa.Schema] = {"log": LOG_SCHEMA, "share_log": RECORD_SCHEMA, "spans": SPAN_SCHEMA,

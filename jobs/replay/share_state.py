@@ -24,7 +24,6 @@ from jobs.replay.records import mask
 from offsets_codec import SHARE_STATE
 from offsets_codec.registry import SHARE_SNAPSHOT
 
-SHARE_STATE_TOPIC = "__share_group_state"
 # Delivery states as persisted (RecordState): 1 Acquired and 3 Archiving are never written.
 DELIVERY_STATES = {0: "Available", 2: "Acknowledged", 4: "Archived"}
 NO_OFFSET = -1  # StartOffset, LeaderEpoch of a ShareUpdate: "not changed"; StartOffset of a snapshot: uninitialized

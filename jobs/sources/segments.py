@@ -1,4 +1,5 @@
-"""Broker log segments: `__consumer_offsets-N/*.log` files read straight from a log directory (spec §1).
+"""Broker log segments: `__consumer_offsets-N/*.log` files read straight from a log directory (spec §1), and the
+share coordinator's `__share_group_state-N/*.log` beside them when there are any (jobs.replay.share_state).
 
 The driver finds the partition folders and their segments (`plan_segments`); each coordinator partition is then
 read in its own task, segment by segment in base-offset order, as a stream of batches (`offsets_codec.segments`),
@@ -27,20 +28,21 @@ import pyarrow as pa
 from jobs.config import log_dir
 from jobs.errors import BadInput
 from jobs.sources.tasks import BATCH_FIELDS, RAW_FIELDS, RecordColumns, task_error, task_logger
+from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("offsetlake")
-OFFSETS_TOPIC = "__consumer_offsets"
+TOPICS = (OFFSETS_TOPIC, SHARE_STATE_TOPIC)
 # The raw-record columns, the batch metadata (for transactions, spec §7.2), and what went wrong where a
 # row is not a record: one frame carries both, so the files are read once.
 PROBLEM_TYPE = pa.struct([("file", pa.string()), ("position", pa.int64()), ("bytes_not_read", pa.int64()),
                           ("action", pa.string()), ("reason", pa.string())])
 SEGMENT_FIELDS = RAW_FIELDS + BATCH_FIELDS + (("problem", PROBLEM_TYPE),)
-_PARTITION_DIR = re.compile(rf"^{OFFSETS_TOPIC}-(\d+)$")
+_PARTITION_DIR = re.compile(rf"^({'|'.join(TOPICS)})-(\d+)$")
 # A partition folder the broker is deleting, moving between log dirs, or found unreferenced.
-_SIDE_DIR = re.compile(rf"^{OFFSETS_TOPIC}-\d+\.[0-9a-f]+-(delete|future|stray)$")
+_SIDE_DIR = re.compile(rf"^(?:{'|'.join(TOPICS)})-\d+\.[0-9a-f]+-(delete|future|stray)$")
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
 # Files a partition folder holds beside its segments, derived from them: never read.
 _COMPANIONS = (".index", ".timeindex", ".txnindex", ".snapshot")
@@ -66,6 +68,7 @@ class PartitionLog:
     directory: str
     segments: tuple[str, ...]  # file names, in base-offset order
     size: int  # bytes, for the plan's log line
+    topic: str = OFFSETS_TOPIC
 
 
 @dataclass(frozen=True)
@@ -87,17 +90,18 @@ class SegmentPlan:
 def plan_segments(location: str) -> SegmentPlan:
     """Find the partition folders under `location` (a log dir, a folder of log dirs, or one partition folder)."""
     root = log_dir(location)
-    found: dict[int, Path] = {}
+    found: dict[tuple[str, int], Path] = {}
     ignored: list[Ignored] = []
     for folder in _partition_folders(root, ignored):
-        partition = int(_PARTITION_DIR.match(folder.name).group(1))
-        if partition in found:
-            raise BadInput(f"--source segments:{location}: partition {partition} is in two folders, "
-                           f"{found[partition]} and {folder} (replicas, or two clusters?); give one log dir")
-        found[partition] = folder
+        topic, partition = _PARTITION_DIR.match(folder.name).groups()
+        at = (topic, int(partition))
+        if at in found:
+            raise BadInput(f"--source segments:{location}: {topic} partition {partition} is in two folders, "
+                           f"{found[at]} and {folder} (replicas, or two clusters?); give one log dir")
+        found[at] = folder
     if not found:
         raise BadInput(f"--source segments:{location}: no {OFFSETS_TOPIC}-N folder found")
-    partitions = [_partition_log(p, found[p], ignored) for p in sorted(found)]
+    partitions = [_partition_log(p, found[(t, p)], ignored, t) for t, p in sorted(found)]
     return SegmentPlan(partitions, ignored)
 
 
@@ -118,7 +122,7 @@ def _partition_folders(root: Path, ignored: list[Ignored]) -> Iterator[Path]:
         dirs[:] = keep
 
 
-def _partition_log(partition: int, folder: Path, ignored: list[Ignored]) -> PartitionLog:
+def _partition_log(partition: int, folder: Path, ignored: list[Ignored], topic: str) -> PartitionLog:
     segments: list[tuple[int, str]] = []
     size = 0
     for entry in sorted(folder.iterdir()):
@@ -135,7 +139,7 @@ def _partition_log(partition: int, folder: Path, ignored: list[Ignored]) -> Part
     if not segments:  # nothing to read (no records), but a partition the broker has should not vanish silently
         ignored.append(Ignored(partition, str(folder), "a partition folder with no log segment (.log)",
                                "folder_ignored"))
-    return PartitionLog(partition, str(folder), tuple(name for _, name in sorted(segments)), size)
+    return PartitionLog(partition, str(folder), tuple(name for _, name in sorted(segments)), size, topic)
 
 
 def read_partitions(spark: SparkSession, partitions: list[PartitionLog]) -> DataFrame:
@@ -165,7 +169,7 @@ def read_partition(part: PartitionLog) -> Iterator[Any]:
 
     worker_log = task_logger()
     started = time.monotonic()
-    rows = _SegmentColumns(part.partition)
+    rows = _SegmentColumns(part.partition, part.topic)
     records = problems = 0
     for name in part.segments:
         path = os.path.join(part.directory, name)
@@ -184,15 +188,15 @@ def read_partition(part: PartitionLog) -> Iterator[Any]:
             raise task_error(BadInput(f"--source segments: cannot read {path}: {e.strerror or e}")) from None
     if len(rows):
         yield rows.batch()
-    worker_log.info("read %s-%d: %d segments, %d records, %d problems in %.1fs", OFFSETS_TOPIC, part.partition,
+    worker_log.info("read %s-%d: %d segments, %d records, %d problems in %.1fs", part.topic, part.partition,
                     len(part.segments), records, problems, time.monotonic() - started)
 
 
 class _SegmentColumns(RecordColumns):
     """Column buffers in SEGMENT_FIELDS' layout: records with their batch's metadata, and problem rows."""
 
-    def __init__(self, partition: int) -> None:
-        super().__init__(SEGMENT_FIELDS, OFFSETS_TOPIC, partition)
+    def __init__(self, partition: int, topic: str = OFFSETS_TOPIC) -> None:
+        super().__init__(SEGMENT_FIELDS, topic, partition)
 
     def add_batch(self, batch: Any) -> None:
         for r in batch.records:

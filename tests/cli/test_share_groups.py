@@ -106,3 +106,24 @@ def test_both_runners_give_the_same_share_partitions(tmp_path, spark):
     for table in ("share_partition_state", "consumer_lag", "quarantine", "committed_offsets"):
         assert on_spark[table] == local[table], table
     assert len(local["share_partition_state"]) == 3 and len(local["consumer_lag"]) == 3
+
+
+def test_a_log_dir_with_share_state_folders_gives_the_same_as_its_dump(tmp_path):
+    log = share_log()
+    log.write_segments(tmp_path / "kafka-logs")
+    assert (tmp_path / "kafka-logs" / "__share_group_state-1").is_dir()
+    log.write_parquet(tmp_path / "dump")
+    runner = CliRunner()
+    found = {}
+    for name, source in (("segments", f"segments:{tmp_path / 'kafka-logs'}"), ("parquet", f"parquet:{tmp_path / 'dump'}")):
+        out = tmp_path / name
+        result = runner.invoke(cli, ["rebuild", "--source", source, "--output", str(out), "--as-of", str(T0 + MINUTE)],
+                               catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        found[name] = sql(runner, out, "SELECT * FROM share_partition_state ORDER BY coordinator_partition, "
+                                       "record_offset")
+    assert found["segments"] == found["parquet"] and len(found["parquet"]) == 3
+
+    decoded = runner.invoke(cli, ["decode", "--source", f"segments:{tmp_path / 'kafka-logs'}"])
+    snapshots = [json.loads(line) for line in decoded.stdout.splitlines() if '"startOffset":10' in line]
+    assert snapshots[0]["key"] == {"type": 0, "data": {"groupId": "sg", "topicId": ORDERS, "partition": 0}}
