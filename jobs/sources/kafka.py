@@ -1,4 +1,5 @@
-"""Live source: a bounded snapshot of `__consumer_offsets` read straight from a cluster.
+"""Live source: a bounded snapshot of `__consumer_offsets` read straight from a cluster (and of the share
+coordinator's `__share_group_state` when the cluster has it).
 
 The driver plans the snapshot once: for every offsets-topic partition, [log start, end) where the end is
 the high watermark (read_uncommitted) or the last stable offset (read_committed, spec §1), captured now.
@@ -20,11 +21,12 @@ log = logging.getLogger("offsetlake")
 
 @dataclass(frozen=True)
 class Slice:
-    """One offsets-topic partition's planned range [start, end): one Spark task."""
+    """One partition's planned range [start, end) of an internal topic: one Spark task."""
 
     partition: int
     start: int
     end: int
+    topic: str = OFFSETS_TOPIC
 
     @property
     def records(self) -> int:
@@ -32,14 +34,17 @@ class Slice:
         return self.end - self.start
 
 
-def plan_snapshot(cluster: Cluster, topic: str = OFFSETS_TOPIC) -> list[Slice]:
-    """[log start, end) of every partition of `topic`, from two batched ListOffsets requests."""
+def plan_snapshot(cluster: Cluster, topic: str = OFFSETS_TOPIC, optional: bool = False) -> list[Slice]:
+    """[log start, end) of every partition of `topic`, from two batched ListOffsets requests; `optional`: none
+    when the cluster has no such topic (a cluster without share groups has no `__share_group_state`)."""
     admin = cluster.admin()
-    partitions = cluster.partitions(admin, topic)
+    partitions = cluster.partitions(admin, topic, optional)
+    if not partitions:
+        return []
     tps = [(topic, p) for p in partitions]
     starts = cluster.list_offsets(admin, tps, latest=False, isolation="read_uncommitted")
     ends = cluster.list_offsets(admin, tps, latest=True, isolation=cluster.isolation)
-    return [Slice(p, starts[(topic, p)], max(ends[(topic, p)], starts[(topic, p)])) for p in partitions]
+    return [Slice(p, starts[(topic, p)], max(ends[(topic, p)], starts[(topic, p)]), topic) for p in partitions]
 
 
 def read_slice(cluster: Cluster, topic: str, part: Slice) -> Iterator[Any]:

@@ -91,8 +91,9 @@ class Cluster:
         except (KafkaException, ValueError, TypeError) as e:
             raise self.fail("cannot create a client with these settings", e) from None
 
-    def partitions(self, admin: Any, topic: str) -> list[int]:
-        """The topic's partition ids from a metadata request (which never auto-creates the topic)."""
+    def partitions(self, admin: Any, topic: str, optional: bool = False) -> list[int]:
+        """The topic's partition ids from a metadata request (which never auto-creates the topic); `optional`:
+        none when there is no such topic."""
         from confluent_kafka import KafkaException
 
         try:
@@ -101,6 +102,8 @@ class Cluster:
         except KafkaException as e:
             raise self.fail("cannot reach the brokers", e) from None
         info = metadata.topics.get(topic)
+        if info is None and optional:
+            return []
         if info is None:
             raise BadInput(f"{self.origin}: topic {topic} does not exist (or this principal may not describe it)")
         if info.error is not None:

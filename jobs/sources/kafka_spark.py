@@ -54,7 +54,7 @@ def choose_reader(spark: SparkSession, wanted: str) -> str:
     return wanted
 
 
-def spark_kafka_options(cluster: Cluster, slices: list[Slice], topic: str = OFFSETS_TOPIC) -> dict[str, str]:
+def spark_kafka_options(cluster: Cluster, slices: list[Slice]) -> dict[str, str]:
     """Options for spark.read.format("kafka") that read exactly the planned snapshot.
 
     Client settings keep their Java names (`kafka.` + key), as Spark's source hands them to the Java client.
@@ -67,9 +67,9 @@ def spark_kafka_options(cluster: Cluster, slices: list[Slice], topic: str = OFFS
         "kafka.request.timeout.ms": cluster.java.get("request.timeout.ms", ms),
         "kafka.default.api.timeout.ms": cluster.java.get("default.api.timeout.ms", ms),
         "kafkaConsumer.pollTimeoutMs": ms,
-        "assign": json.dumps({topic: [s.partition for s in slices]}),
-        "startingOffsets": json.dumps({topic: {str(s.partition): s.start for s in slices}}),
-        "endingOffsets": json.dumps({topic: {str(s.partition): s.end for s in slices}}),
+        "assign": json.dumps(_by_topic(slices, lambda group: [s.partition for s in group])),
+        "startingOffsets": json.dumps(_by_topic(slices, lambda group: {str(s.partition): s.start for s in group})),
+        "endingOffsets": json.dumps(_by_topic(slices, lambda group: {str(s.partition): s.end for s in group})),
         # Records missing inside the planned range (retention ran during the read) fail the query.
         "failOnDataLoss": "true",
         "includeHeaders": "false",
@@ -77,11 +77,17 @@ def spark_kafka_options(cluster: Cluster, slices: list[Slice], topic: str = OFFS
     return options
 
 
-def source_options(cluster: Cluster, slices: list[Slice], topic: str = OFFSETS_TOPIC) -> dict[str, str]:
+def _by_topic(slices: list[Slice], each: Any) -> dict[str, Any]:
+    """topic -> each(its slices), for Spark's per-topic options (the offsets topic even when it has none)."""
+    topics = sorted({OFFSETS_TOPIC, *(s.topic for s in slices)})
+    return {t: each([s for s in slices if s.topic == t]) for t in topics}
+
+
+def source_options(cluster: Cluster, slices: list[Slice]) -> dict[str, str]:
     """Options for the Python data source: the plan, the bounds and librdkafka's settings (`kafka.` + key)."""
     options = {f"kafka.{k}": v for k, v in cluster.librdkafka.items()}
     options.update({
-        "bootstrap": cluster.bootstrap, "topic": topic, "isolation": cluster.isolation,
+        "bootstrap": cluster.bootstrap, "isolation": cluster.isolation,
         "timeout": str(cluster.timeout_s), "origin": cluster.origin,
         "slices": json.dumps([asdict(s) for s in slices]),
     })
@@ -115,4 +121,4 @@ class OffsetsTopicReader(DataSourceReader):
         o = self.options
         settings = {k[len("kafka."):]: v for k, v in o.items() if k.startswith("kafka.")}
         cluster = Cluster(o["bootstrap"], {}, settings, o["isolation"], float(o["timeout"]), o["origin"])
-        yield from read_slice(cluster, o["topic"], partition)
+        yield from read_slice(cluster, partition.topic, partition)

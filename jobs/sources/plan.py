@@ -45,9 +45,8 @@ class SourcePlan:
 
             return read_partition(task)
         from jobs.sources.kafka import read_slice
-        from jobs.sources.kafka_client import OFFSETS_TOPIC
 
-        return read_slice(self.kafka, OFFSETS_TOPIC, task)
+        return read_slice(self.kafka, task.topic, task)
 
     def frame(self, spark: SparkSession) -> DataFrame:
         """The raw records as one Spark frame (the contract's columns; a segments frame has a `problem` column)."""
@@ -81,12 +80,17 @@ def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int) -> SourcePlan
         return SourcePlan(spec, todo, sum(p.size for p in todo), tuple(plan.ignored))
     from jobs.sources.kafka import plan_snapshot
     from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
+    from offsets_codec.registry import SHARE_STATE_TOPIC
 
     cluster = Cluster.open(spec.location, kafka, f"--source {spec}")
-    planned = plan_snapshot(cluster)
+    planned = plan_snapshot(cluster) + plan_snapshot(cluster, SHARE_STATE_TOPIC, optional=True)
     slices = tuple(s for s in planned if s.records)
-    log.info("kafka snapshot of %s on %s (%s): %d partitions, up to %d records", OFFSETS_TOPIC, cluster.bootstrap,
-             cluster.isolation, len(planned), sum(s.records for s in planned))
+    for topic in (OFFSETS_TOPIC, SHARE_STATE_TOPIC):
+        of_topic = [s for s in planned if s.topic == topic]
+        if of_topic or topic == OFFSETS_TOPIC:
+            log.info("kafka snapshot of %s on %s (%s): %d partitions, up to %d records", topic, cluster.bootstrap,
+                     cluster.isolation, len(of_topic), sum(s.records for s in of_topic))
     log.info("planned offsets per partition [start, end): %s",
-             ", ".join(f"{s.partition}:[{s.start},{s.end})" for s in slices) or "all empty")
+             ", ".join(f"{'' if s.topic == OFFSETS_TOPIC else s.topic + '-'}{s.partition}:[{s.start},{s.end})"
+                       for s in slices) or "all empty")
     return SourcePlan(spec, slices, None, kafka=cluster, kafka_reader=kafka.reader)

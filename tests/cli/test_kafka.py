@@ -251,7 +251,8 @@ def test_the_snapshot_is_bounded_while_a_producer_keeps_writing(spark, monkeypat
         thread.join(30)
         mock.close()
     assert not thread.is_alive() and not failures
-    (plan,) = planned
+    plan, share = planned
+    assert share == []  # no __share_group_state topic on this cluster: nothing planned, no error
     ends = {s.partition: s.end for s in plan}
     want = sorted((p, o, k, v) for (p, o), (k, v) in delivered.items() if o < ends[p])
     assert first == want and second == want and third == want and len(want) >= 200
@@ -379,3 +380,28 @@ def test_secrets_never_appear_in_any_output(cluster, tmp_path):
     assert proc.returncode == 2 and SECRET not in proc.stdout + proc.stderr
     assert [ln for ln in proc.stderr.splitlines() if ln.startswith("offsetlake: error: ")] == proc.stderr.strip().splitlines()[-1:]
     assert "cannot reach the brokers" in proc.stderr
+
+
+def test_share_group_state_is_read_from_the_cluster_too(tmp_path):
+    """A cluster with share groups: `__share_group_state` is snapshotted beside the offsets topic, and gives the
+    share partitions a dump of both topics gives."""
+    from test_share_groups import share_log
+
+    log = share_log()
+    mock = MockCluster()
+    try:
+        mock.create_topic(OFFSETS_TOPIC, 2)
+        mock.create_topic("__share_group_state", 2)
+        for topic in (OFFSETS_TOPIC, "__share_group_state"):
+            produce_rows(mock.bootstrap, topic, [r for r in log.rows if r[2] == topic])
+        result = invoke("rebuild", "--source", f"kafka:{mock.bootstrap}", "--output", str(tmp_path / "live"),
+                        "--as-of", str(T0 + MINUTE))
+        assert result.exit_code == 0, (result.stdout, result.stderr)
+    finally:
+        mock.close()
+    log.write_parquet(tmp_path / "dump")
+    result = invoke("rebuild", "--source", f"parquet:{tmp_path / 'dump'}", "--output", str(tmp_path / "dumped"),
+                    "--as-of", str(T0 + MINUTE))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    live = rows(tmp_path / "live", "share_partition_state")
+    assert live == rows(tmp_path / "dumped", "share_partition_state") and len(live) == 3

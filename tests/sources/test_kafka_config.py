@@ -101,7 +101,11 @@ def test_spark_kafka_source_options_read_exactly_the_plan():
     python = source_options(cluster, slices)
     assert python["isolation"] == "read_committed" and python["kafka.security.protocol"] == "SASL_SSL"
     assert "kafka.sasl.jaas.config" not in python  # the Python reader gets librdkafka's names
-    assert json.loads(python["slices"])[2] == {"partition": 2, "start": 5, "end": 7}
+    assert json.loads(python["slices"])[2] == {"partition": 2, "start": 5, "end": 7, "topic": "__consumer_offsets"}
+    # The share coordinator's topic, when the cluster has it, is read in the same query.
+    both = spark_kafka_options(cluster, [*slices, Slice(1, 4, 9, "__share_group_state")])
+    assert json.loads(both["assign"]) == {"__consumer_offsets": [0, 1, 2], "__share_group_state": [1]}
+    assert json.loads(both["endingOffsets"])["__share_group_state"] == {"1": 9}
 
 
 def test_reader_choice_follows_the_classpath(spark):
