@@ -89,7 +89,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         fold_names = stages.read("replay", "fold", filter=pc.field("kind") == "topic_name")
         names = topic_names(fold_names, stages.read("replay", "offset_topics"), topic_ids)
         previous_ends = _previous_end_offsets(cfg)
-        ends = _end_offsets(cfg, as_of, previous_ends, live_ends, stages)
+        ends = _end_offsets(cfg, as_of, previous_ends, live_ends, stages, names)
         derive = _derive_settings(cfg, as_of, names, ends, live_ends is not None)
         runner.by_partition("derive", {name: "replay" for name in DERIVE_INPUTS},
                             partial(_derive_kernel, settings=derive), DERIVE_OUTPUTS)
@@ -150,15 +150,20 @@ def _previous_end_offsets(cfg: RebuildConfig) -> pa.Table | None:
     return rows if rows.num_rows else None
 
 
-def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None, live: Any, stages: Stages
-                 ) -> dict[str, Any]:
+def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None, live: Any, stages: Stages,
+                 names: dict[str, str]) -> dict[str, Any]:
     """The end offsets lag and Burrow's rules read, and the history the run leaves: earlier runs' snapshots plus
-    this run's (a file's, or fetched now from a live cluster for the committed offsets' topic-partitions)."""
+    this run's (a file's, or fetched now from a live cluster for the committed offsets' topic-partitions and the
+    share partitions' whose topic has a name)."""
     if live is not None:
         from jobs.sources.end_offsets import fetch_end_offsets
 
         committed = stages.read("replay", "committed_offsets", columns=["topic", "partition"])
-        pairs = sorted(set(zip(committed.column("topic").to_pylist(), committed.column("partition").to_pylist())))
+        pairs = set(zip(committed.column("topic").to_pylist(), committed.column("partition").to_pylist()))
+        shares = stages.read("replay", "share_state", columns=["topic_id", "partition"])
+        pairs |= {(names[t], p) for t, p in zip(shares.column("topic_id").to_pylist(),
+                                                  shares.column("partition").to_pylist()) if t in names}
+        pairs = sorted(pairs)
         fetched_at = datetime.now(timezone.utc)
         rows = fetch_end_offsets(live, pairs) if pairs else []
         log.info("fetched end offsets of %d topic-partition(s) from %s", len(rows), live.bootstrap)

@@ -385,23 +385,30 @@ def test_secrets_never_appear_in_any_output(cluster, tmp_path):
 def test_share_group_state_is_read_from_the_cluster_too(tmp_path):
     """A cluster with share groups: `__share_group_state` is snapshotted beside the offsets topic, and gives the
     share partitions a dump of both topics gives."""
-    from test_share_groups import share_log
+    from test_share_groups import ORDERS, share_log
 
     log = share_log()
+    ids = tmp_path / "topic-ids.csv"
+    ids.write_text(f"topic_id,topic\n{ORDERS},orders\n")
     mock = MockCluster()
     try:
         mock.create_topic(OFFSETS_TOPIC, 2)
         mock.create_topic("__share_group_state", 2)
         for topic in (OFFSETS_TOPIC, "__share_group_state"):
             produce_rows(mock.bootstrap, topic, [r for r in log.rows if r[2] == topic])
+        produce_data(mock.bootstrap, "orders", {0: 100, 1: 50})
         result = invoke("rebuild", "--source", f"kafka:{mock.bootstrap}", "--output", str(tmp_path / "live"),
-                        "--as-of", str(T0 + MINUTE))
+                        "--as-of", str(T0 + MINUTE), "--end-offsets", "kafka", "--topic-ids", str(ids))
         assert result.exit_code == 0, (result.stdout, result.stderr)
     finally:
         mock.close()
+    lag = {(r["group_id"], r["partition"]): (r["committed_offset"], r["log_end_offset"], r["lag"], r["progress"])
+           for r in DeltaTable(str(tmp_path / "live" / "consumer_lag")).to_pyarrow_table().to_pylist()}
+    assert lag == {("cg", 0): (40, 100, 60, "commit"), ("sg", 0): (15, 100, 85, "share_start_offset"),
+                   ("sg", 1): (None, 50, None, "share_start_offset")}  # live end offsets of the share partitions
     log.write_parquet(tmp_path / "dump")
     result = invoke("rebuild", "--source", f"parquet:{tmp_path / 'dump'}", "--output", str(tmp_path / "dumped"),
-                    "--as-of", str(T0 + MINUTE))
+                    "--as-of", str(T0 + MINUTE), "--topic-ids", str(ids))
     assert result.exit_code == 0, (result.stdout, result.stderr)
     live = rows(tmp_path / "live", "share_partition_state")
     assert live == rows(tmp_path / "dumped", "share_partition_state") and len(live) == 3
