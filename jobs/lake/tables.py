@@ -43,6 +43,7 @@ SNAPSHOT_TABLES = (
     "group_target_assignments",
     "streams_topologies",
     "pending_transactions",
+    "share_partition_state",
 )
 SNAPSHOT_PARTITION = "as_of"
 TIMESTAMP = pa.timestamp("us", tz="UTC")  # Delta's `timestamp`
