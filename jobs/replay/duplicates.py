@@ -18,6 +18,8 @@ import pyarrow.compute as pc
 from jobs.replay.records import mask, numbers
 
 CONFLICT = "another record at this offset of this coordinator partition has other contents (a conflicting copy)"
+# How many copies a partition's replay dropped, and how many rows conflict (the run summary's counts).
+DUPLICATE_SCHEMA = pa.schema([("duplicates", pa.int64()), ("conflicts", pa.int64())])
 SPAN_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("low", pa.int64()), ("high", pa.int64()),
                          ("rows", pa.int64()), ("rising", pa.bool_())])
 # What makes two rows the same record.

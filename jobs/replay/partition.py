@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from jobs.lake.tables import arrow_schema
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
-from jobs.replay.duplicates import deduplicate
+from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.expiry import apply_expiry
 from jobs.replay.groups import CLASSIC, FOLD_SCHEMA, GROUP_TYPES, replay_partition as fold_groups
 from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_MS, MIN_MS, commit_windows,
@@ -51,7 +51,6 @@ class ReplaySettings:
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # What the replay of a partition gives: contract tables (their schema) and what the steps after it read.
 VIOLATION_SCHEMA = pa.schema([("group_id", pa.string()), ("reason", pa.string())])
-DUPLICATE_SCHEMA = pa.schema([("duplicates", pa.int64()), ("conflicts", pa.int64())])
 OUTPUTS: dict[str, pa.Schema] = {
     **{t: arrow_schema(t) for t in ("committed_offsets", "expired_offsets", "consumer_groups",
                                     "pending_transactions", "quarantine", "offset_commits", "group_events")},

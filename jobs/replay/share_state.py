@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from jobs.decode.check import check_share_state
 from jobs.lake.tables import TIMESTAMP, arrow_schema
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
-from jobs.replay.duplicates import deduplicate
+from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.records import mask
 from offsets_codec import SHARE_STATE
 from offsets_codec.registry import SHARE_SNAPSHOT
@@ -98,13 +98,16 @@ def apply(state: ShareGroupOffset | None, record_type: int, value: dict | None, 
 
 def replay_share_state(rows: pa.Table, as_of_us: int, as_of: object) -> Iterator[tuple[str, pa.Table]]:
     """(output name, table) of `__share_group_state` records (jobs.replay.records' RECORD_SCHEMA, any partitions):
-    `quarantine` for those that cannot be read, `share_counts` (COUNT_SCHEMA, of this topic's types) and
-    `share_state`: share_partition_state rows, their topic not named yet (jobs.derive names it)."""
+    `quarantine` for those that cannot be read, `duplicates` (records read twice, as jobs.replay.duplicates
+    tells them), `share_counts` (COUNT_SCHEMA, of this topic's types) and `share_state`: share_partition_state
+    rows, their topic not named yet (jobs.derive names it)."""
     checked = check_share_state(rows)
     partitions = checked.column("coordinator_partition")
     states: dict[tuple, tuple[int, ShareGroupOffset]] = {}
     for p in pc.unique(partitions).to_pylist():
-        part, _, _ = deduplicate(checked.filter(pc.is_null(partitions) if p is None else pc.equal(partitions, p)))
+        part, copies, conflicts = deduplicate(checked.filter(pc.is_null(partitions) if p is None else
+                                                             pc.equal(partitions, p)))
+        yield "duplicates", pa.table({"duplicates": [copies], "conflicts": [conflicts]}, schema=DUPLICATE_SCHEMA)
         part = part.append_column("records", pa.array(np.ones(part.num_rows, np.int64)))
         part = part.append_column("newest_timestamp", part.column("record_timestamp"))
         yield "share_counts", count_rows(part, as_of_us)

@@ -200,3 +200,14 @@ def test_the_replay_matches_the_per_offset_reference(ops):
 def test_combining_matches_the_per_offset_reference(so_far, new, start):
     want = reference([("snapshot", -1, so_far), ("update", start, new)])
     assert combine_state_batches(so_far, new, start) == want["batches"]
+
+
+def test_a_record_read_twice_is_replayed_once_and_counted():
+    log = OffsetsLog()
+    log.share_snapshot("g", TOPIC_ID, 0, T0, start=5)
+    log.share_update("g", TOPIC_ID, 0, T0 + 1, start=6)
+    log.rows.append(log.rows[1])  # an overlapping export
+    out = replay(log)
+    assert out["duplicates"].to_pylist() == [{"duplicates": 1, "conflicts": 0}]
+    [row] = out["share_state"].to_pylist()
+    assert (row["start_offset"], row["updates_since_snapshot"]) == (6, 1)
