@@ -81,10 +81,10 @@ class OffsetsLog:
 
     def share_update(self, group: str, topic_id: str, partition: int, at: int, *, start: int = -1,
                      batches: list[tuple[int, int, int, int]] = (), snapshot_epoch: int = 0, leader_epoch: int = -1,
-                     coordinator: int = 0) -> int:
+                     delivery_complete_count: int = -1, coordinator: int = 0) -> int:
         """A ShareUpdate in `__share_group_state`: start -1 and leader epoch -1 leave them as they are."""
         value = {"SnapshotEpoch": snapshot_epoch, "LeaderEpoch": leader_epoch, "StartOffset": start,
-                 "StateBatches": _state_batches(batches)}
+                 "DeliveryCompleteCount": delivery_complete_count, "StateBatches": _state_batches(batches)}
         return self._share(SHARE_UPDATE, group, topic_id, partition, value, at, coordinator)
 
     def delete_share_state(self, group: str, topic_id: str, partition: int, at: int, coordinator: int = 0) -> int:

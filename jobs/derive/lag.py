@@ -35,7 +35,8 @@ def consumer_lag(committed: pa.Table, snapshots: Snapshots, as_of: datetime | No
 
     `rates` has each offset's consume_rate (CONSUME_RATE_SCHEMA) over the rate window; None: unknown.
     `progress` says where committed_offset comes from: `commit`, or a share group's `share_start_offset`
-    (jobs.replay.share_state.share_lag_rows), whose lag is end offset - start offset the same way.
+    (jobs.replay.share_state.share_lag_rows), whose lag is end offset - start offset, less the records
+    above it already delivered when the state counts them (`delivery_complete_count`).
     produce_rate is over the same window (as_of - rate_window_ms, as_of]; see lag_in_time and catch_up.
     """
     at_us = None if as_of is None else epoch_us(as_of)
@@ -53,6 +54,10 @@ def consumer_lag(committed: pa.Table, snapshots: Snapshots, as_of: datetime | No
     current = snapshots.table.take(pa.array(snapshots.newest(where)))
     end, has_end = numbers(current.column("log_end_offset")), known(current.column("log_end_offset"))
     lag, has_lag = end - offset, has_end & has_offset
+    if "delivery_complete_count" in committed.column_names:  # a share partition's (jobs.replay.share_state)
+        # KIP-1226 (4.2+): records at or above the start offset whose delivery completed are not lag; a state
+        # written before (-1, unknown) is measured from the start offset alone.
+        lag = lag - np.maximum(numbers(committed.column("delivery_complete_count")), 0)
     passed, has_passed = snapshots.passed_at(where, offset)
     seconds, has_seconds = lag_in_time(passed, has_passed & has_offset, lag, has_lag, at, has_at)
     consume, has_consume = _consume_rates(committed, rates)

@@ -150,11 +150,12 @@ def _ms(ms: int | None) -> datetime | None:
 
 def share_lag_rows(state: pa.Table) -> pa.Table:
     """The rows consumer_lag measures of share partitions: the start offset as committed_offset (null while it
-    is -1, uninitialized: no lag, as kafka-share-groups.sh prints `-`)."""
+    is -1, uninitialized: no lag, as kafka-share-groups.sh prints `-`), and the delivery complete count."""
     start = state.column("start_offset")
     known = pc.greater_equal(start, 0)
     return pa.table({"group_id": state.column("group_id"), "topic": state.column("topic"),
                      "partition": state.column("partition"),
                      "committed_offset": pc.if_else(known, start, pa.scalar(None, pa.int64())),
-                     "as_of": state.column("as_of")})
+                     "as_of": state.column("as_of"),
+                     "delivery_complete_count": state.column("delivery_complete_count")})
 

@@ -21,7 +21,9 @@ def share_log() -> OffsetsLog:
     log.commit("cg", "orders", 0, 40, T0)  # a consumer group at coordinator partition 0, as the share state below
     log.record("ShareGroupMetadata", {"GroupId": "sg"}, {"Epoch": 3, "MetadataHash": 0}, T0)
     log.share_snapshot("sg", ORDERS, 0, T0, start=10, batches=[(10, 19, AVAILABLE, 1)], leader_epoch=1)
-    log.share_update("sg", ORDERS, 0, T0 + 1, start=15, batches=[(15, 16, ACKNOWLEDGED, 1), (17, 17, ARCHIVED, 2)])
+    # 15-17 delivered (4.2+ brokers count them: KIP-1226's DeliveryCompleteCount), 18-19 not yet.
+    log.share_update("sg", ORDERS, 0, T0 + 1, start=15, batches=[(15, 16, ACKNOWLEDGED, 1), (17, 17, ARCHIVED, 2)],
+                     delivery_complete_count=3)
     log.share_snapshot("sg", ORDERS, 1, T0, start=-1, coordinator=1)  # initializing: no start offset yet
     log.share_snapshot("sg", AUDIT, 0, T0, start=7, coordinator=1)  # no name known for this topic id
     log.share_update("sg", ORDERS, 0, T0 + 5 * MINUTE, start=19)  # after as_of
@@ -62,13 +64,16 @@ def test_a_dump_of_both_topics_gives_share_partitions_and_their_lag(tmp_path):
          "in_flight": [], "snapshot_epoch": 0, "updates_since_snapshot": 0, "coordinator_partition": 1,
          "record_offset": 1}]
 
+    counts = sql(runner, out, "SELECT delivery_complete_count AS n FROM share_partition_state ORDER BY record_offset, "
+                              "coordinator_partition")
+    assert [r["n"] for r in counts] == [-1, 3, -1]  # KIP-1226's count: kept from the update that carried it
     lag = sql(runner, out, "SELECT group_id, topic, partition, committed_offset, log_end_offset, lag, progress "
                            "FROM consumer_lag ORDER BY group_id, topic, partition")
     assert lag == [
         {"group_id": "cg", "topic": "orders", "partition": 0, "committed_offset": 40, "log_end_offset": 100,
          "lag": 60, "progress": "commit"},
         {"group_id": "sg", "topic": "orders", "partition": 0, "committed_offset": 15, "log_end_offset": 100,
-         "lag": 85, "progress": "share_start_offset"},
+         "lag": 82, "progress": "share_start_offset"},  # 100 - 15 - 3 delivered above the start offset
         {"group_id": "sg", "topic": "orders", "partition": 1, "committed_offset": None, "log_end_offset": 50,
          "lag": None, "progress": "share_start_offset"}]  # no start offset yet: no lag
     [bad] = sql(runner, out, "SELECT coordinator_partition, error FROM quarantine")
@@ -79,12 +84,12 @@ def test_a_dump_of_both_topics_gives_share_partitions_and_their_lag(tmp_path):
     lines = described.stdout.split("\n")
     assert lines[0] == "" and lines[1].split() == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]
     assert [line.split() for line in lines[2:] if line.strip()] == [
-        ["sg", AUDIT, "0", "7", "-"], ["sg", "orders", "0", "15", "85"], ["sg", "orders", "1", "-", "-"]]
+        ["sg", AUDIT, "0", "7", "-"], ["sg", "orders", "0", "15", "82"], ["sg", "orders", "1", "-", "-"]]
     assert lines[1].index("PARTITION") == 16 + max(15, len(AUDIT)) + 1  # %-15s group, %-Ns topic
     verbose = runner.invoke(cli, ["describe", "--output", str(out), "--group", "sg", "--verbose"])
     assert verbose.stdout.split("\n")[1].split() == ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET",
                                                      "LAG"]
-    assert verbose.stdout.split("\n")[3].split() == ["sg", "orders", "0", "1", "15", "85"]
+    assert verbose.stdout.split("\n")[3].split() == ["sg", "orders", "0", "1", "15", "82"]
 
 
 def sql(runner: CliRunner, out, query: str) -> list[dict]:
