@@ -36,6 +36,11 @@ def describe_group(output: Location, group_id: str, view: str, verbose: bool) ->
     if not group:
         return f"\nError: Consumer group '{group_id}' does not exist.\n", ""
     g = group[0]
+    if g["protocol_type"] == "share" and view in ("state", "members"):
+        notice = f"\nShare group '{group_id}' has no active members.\n" if g["state"] == "Empty" else ""
+        if view == "state":
+            return _share_state(g, verbose), notice
+        return _share_members(g, _rows(tables, "group_members", group_id), verbose), notice
     if g["protocol_type"] not in (None, "consumer"):
         return f"\nError: GroupId {group_id} is not a consumer group ({g['protocol_type']}).\n", ""
     members = _rows(tables, "group_members", group_id)
@@ -116,6 +121,37 @@ def _share_offsets(group_id: str, g: dict | None, shares: list[dict], lag: list[
         table = [r[:3] + r[4:] for r in table]
     widths = [max(15, len(group_id)), max([15] + [len(r[1]) for r in table[1:]]), 10] + [13] * (2 if verbose else 1)
     return "".join("\n" + _printf(widths, r) for r in table) + "\n", notice
+
+
+def _share_state(g: dict, verbose: bool) -> str:
+    """ShareGroupCommand's --state: GROUP COORDINATOR (ID) STATE [GROUP-EPOCH ASSIGNMENT-EPOCH] #MEMBERS."""
+    coordinator = f"__consumer_offsets-{g['coordinator_partition']}  (-)"
+    widths = [max(15, len(g["group_id"])), max(25, len(coordinator)), 15] + ([12, 17] if verbose else [])
+    header = ["GROUP", "COORDINATOR (ID)", "STATE"] + (["GROUP-EPOCH", "ASSIGNMENT-EPOCH"] if verbose else [])
+    row = [g["group_id"], coordinator, g["state"]]
+    row += [_text(g["generation"]), _text(g["target_assignment_epoch"])] if verbose else []
+    return "\n" + _printf(widths, header + ["#MEMBERS"]) + "\n" + _printf(widths, row + [str(g["member_count"])]) + "\n"
+
+
+def _share_members(g: dict, members: list[dict], verbose: bool) -> str:
+    """ShareGroupCommand's --members: GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS [MEMBER-EPOCH] ASSIGNMENT, by
+    member id; nothing for a group without members (its notice says so)."""
+    if not members:
+        return ""
+    members = sorted(members, key=lambda m: m["member_id"])
+    widths = [max(15, len(g["group_id"]))] + [max([15] + [len(m[c]) for m in members])
+                                               for c in ("member_id", "client_host", "client_id")]
+    widths += [12, 13] if verbose else [12]
+    header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"] + (["MEMBER-EPOCH"] if verbose else [])
+    rows = [[g["group_id"], m["member_id"], m["client_host"], m["client_id"], str(len(m["assigned_partitions"]))]
+            + ([_text(m["member_epoch"])] if verbose else []) + [_share_assignment(m["assigned_partitions"])]
+            for m in members]
+    return "".join("\n" + _printf(widths, r) for r in [header + ["ASSIGNMENT"], *rows]) + "\n"
+
+
+def _share_assignment(partitions: list[dict]) -> str:
+    """topicA:0,1;topicB:0, as getAssignmentString (empty when nothing is assigned); an unnamed topic by its id."""
+    return "" if not partitions else _assignment(partitions)
 
 
 def _printf(widths: list[int], values: list[str]) -> str:

@@ -19,6 +19,12 @@ AVAILABLE, ACKNOWLEDGED, ARCHIVED = 0, 2, 4
 def share_log() -> OffsetsLog:
     log = OffsetsLog()
     log.commit("cg", "orders", 0, 40, T0)  # a consumer group at coordinator partition 0, as the share state below
+    log.record("ShareGroupMemberMetadata", {"GroupId": "sg", "MemberId": "m1"},
+               {"RackId": None, "ClientId": "c1", "ClientHost": "/10.0.0.9", "SubscribedTopicNames": ["orders"]}, T0)
+    log.record("ShareGroupCurrentMemberAssignment", {"GroupId": "sg", "MemberId": "m1"},
+               {"MemberEpoch": 3, "PreviousMemberEpoch": 2, "State": 0,
+                "AssignedPartitions": [{"TopicId": ORDERS, "Partitions": [1, 0]}]}, T0)
+    log.record("ShareGroupTargetAssignmentMetadata", {"GroupId": "sg"}, {"AssignmentEpoch": 3}, T0)
     log.record("ShareGroupMetadata", {"GroupId": "sg"}, {"Epoch": 3, "MetadataHash": 0}, T0)
     log.share_snapshot("sg", ORDERS, 0, T0, start=10, batches=[(10, 19, AVAILABLE, 1)], leader_epoch=1)
     # 15-17 delivered (4.2+ brokers count them: KIP-1226's DeliveryCompleteCount), 18-19 not yet.
@@ -90,6 +96,15 @@ def test_a_dump_of_both_topics_gives_share_partitions_and_their_lag(tmp_path):
     assert verbose.stdout.split("\n")[1].split() == ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET",
                                                      "LAG"]
     assert verbose.stdout.split("\n")[3].split() == ["sg", "orders", "0", "1", "15", "82"]
+
+    state = runner.invoke(cli, ["describe", "--output", str(out), "--group", "sg", "--state", "--verbose"])
+    assert state.stdout.split("\n")[1:3] == [
+        "GROUP           COORDINATOR (ID)          STATE           GROUP-EPOCH  ASSIGNMENT-EPOCH  #MEMBERS",
+        "sg              __consumer_offsets-0  (-) Stable          3            3                 1"]
+    members = runner.invoke(cli, ["describe", "--output", str(out), "--group", "sg", "--members"])
+    assert members.stdout.split("\n")[1:3] == [
+        "GROUP           CONSUMER-ID     HOST            CLIENT-ID       #PARTITIONS  ASSIGNMENT",
+        "sg              m1              /10.0.0.9       c1              2            orders:0,1"]
 
 
 def sql(runner: CliRunner, out, query: str) -> list[dict]:
