@@ -96,7 +96,7 @@ def apply(state: ShareGroupOffset | None, record_type: int, value: dict | None, 
                    updates_since_snapshot=state.updates_since_snapshot + 1, record_offset=offset)
 
 
-def replay_share_state(rows: pa.Table, as_of_us: int, as_of: object) -> Iterator[tuple[str, pa.Table]]:
+def replay_share_state(rows: pa.Table, as_of_us: int, as_of: datetime) -> Iterator[tuple[str, pa.Table]]:
     """(output name, table) of `__share_group_state` records (jobs.replay.records' RECORD_SCHEMA, any partitions):
     `quarantine` for those that cannot be read, `duplicates` (records read twice, as jobs.replay.duplicates
     tells them), `share_counts` (COUNT_SCHEMA, of this topic's types) and `share_state`: share_partition_state
@@ -129,7 +129,7 @@ def replay_share_state(rows: pa.Table, as_of_us: int, as_of: object) -> Iterator
     yield "share_state", share_rows(states, as_of)
 
 
-def share_rows(states: dict[tuple, tuple[int, ShareGroupOffset]], as_of: object) -> pa.Table:
+def share_rows(states: dict[tuple, tuple[int, ShareGroupOffset]], as_of: datetime) -> pa.Table:
     """share_partition_state rows of the states, keyed (group id, topic id, partition), topic unnamed."""
     schema = arrow_schema("share_partition_state")
     rows = [{"group_id": g, "topic": None, "topic_id": t, "partition": n, "coordinator_partition": p,
