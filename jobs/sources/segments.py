@@ -86,7 +86,8 @@ class SegmentPlan:
 
 def plan_segments(location: str) -> SegmentPlan:
     """Find the partition folders under `location` (a log dir, a folder of log dirs, or one partition folder)."""
-    root = log_dir(location)
+    # Absolute: the tasks that read the segments may run in another working folder (a cluster's executors).
+    root = Path(os.path.abspath(log_dir(location)))
     found: dict[int, Path] = {}
     ignored: list[Ignored] = []
     for folder in _partition_folders(root, ignored):
