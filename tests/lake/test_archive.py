@@ -271,3 +271,29 @@ def test_a_daily_run_from_a_cluster_that_lost_older_records_still_shows_them(inp
     kept = {(r["group_id"], r["committed_offset"]) for r in read_tables(out)["offset_commits"]}
     assert ("g", 10) in kept and ("g", 10) not in lost and ("old", 3) in kept
     same_tables(out, inputs["plain"])
+
+
+def test_the_command_takes_archive(inputs, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from jobs.cli import cli
+
+    args = ["rebuild", "--source", f"parquet:{inputs['first']}", "--output", str(tmp_path / "out"), "--as-of", AS_OF,
+            "--engine", "local", "--workers", "1", "--archive"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["records_new"] == summary["records_archived_after"] == inputs["first_records"]
+
+
+def test_the_spark_runner_archives_as_the_local_one(spark, inputs, tmp_path):
+    out = tmp_path / "out"
+    for name in ("first", "second"):
+        run(RebuildConfig.build(source=f"parquet:{inputs[name]}", output=str(out), as_of=AS_OF, engine="spark",
+                                archive=True), spark=spark)
+    rows = archived(out)
+    assert_unique(rows)
+    assert len(rows) == inputs["records"]
+    same_tables(out, inputs["plain"])
