@@ -273,6 +273,16 @@ def test_a_daily_run_from_a_cluster_that_lost_older_records_still_shows_them(inp
     same_tables(out, inputs["plain"])
 
 
+def test_without_the_history_the_archive_is_folded_like_the_log(inputs, tmp_path):
+    out = tmp_path / "out"
+    rebuild(f"parquet:{inputs['first']}", out, no_history=True)
+    summary = rebuild(f"parquet:{inputs['second']}", out, no_history=True)
+    assert summary["records_archived_after"] == inputs["records"]
+    found = read_tables(out)
+    for table in ("committed_offsets", "expired_offsets", "consumer_groups"):
+        assert found[table] == inputs["plain"][table], table
+
+
 def test_the_command_takes_archive(inputs, tmp_path):
     import json
 
@@ -286,6 +296,11 @@ def test_the_command_takes_archive(inputs, tmp_path):
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["records_new"] == summary["records_archived_after"] == inputs["first_records"]
+    counted = CliRunner().invoke(cli, ["sql", "--output", str(tmp_path / "out"), "--format", "csv",
+                                       "SELECT count(DISTINCT offset * 100 + partition) AS n FROM raw_records"],
+                                 catch_exceptions=False)
+    assert counted.exit_code == 0, counted.stderr
+    assert counted.stdout.strip().splitlines()[-1] == str(inputs["first_records"])
 
 
 def test_the_spark_runner_archives_as_the_local_one(spark, inputs, tmp_path):
