@@ -78,7 +78,9 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
             stages.clear("chunks", chunk_outputs)
             runner.read_source(plan, partial(kernel, fold=False), chunk_outputs)
         if archive is not None and overlapping(stages.read("chunks", "archive_spans")):
-            log.warning("%d copies of records read twice were not archived", unique(stages.folder("chunks", ARCHIVE)))
+            removed = unique(stages.folder("chunks", ARCHIVE))  # raw_records: one row per record
+            if removed:
+                log.warning("%d copies of records read twice were not archived", removed)
         moments = stages.read("chunks", "moments")
         as_of = cfg.as_of or newest_plausible(moments) or started_at
         kill_point("replayed")
@@ -201,6 +203,7 @@ def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[s
     violations = stages.read("replay", "violations").sort_by("group_id").to_pylist()[:1000]
     summary = {
         "records_read": counts["records_read"] + copies,
+        # With the archive, records_read is what the source gave; the replay also read the archived records.
         **(_archive_figures(stages, sink, plan.archive, counts["records_read"] + copies) if cfg.archive else {}),
         "records_decoded": counts["records_decoded"],
         "records_quarantined": counts["records_quarantined"],

@@ -183,6 +183,32 @@ def test_a_run_that_fails_after_its_append_appends_nothing_and_the_next_run_is_r
     same_tables(out, inputs["plain"])
 
 
+def test_a_run_killed_right_after_its_append_is_undone_by_the_next_run(inputs, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import jobs
+    from jobs.kill_points import KILL_AT
+    from jobs.lake.tables import TABLES
+
+    out = tmp_path / "out"
+    rebuild(f"parquet:{inputs['first']}", out)
+    command = [sys.executable, "-m", "jobs", "--source", f"parquet:{inputs['second']}", "--output", str(out),
+               "--as-of", AS_OF, "--engine", "local", "--workers", "0", "--archive"]
+    # raw_records is committed after every other table: its append is commit len(TABLES) + 1.
+    moment = f"committed:{len(TABLES) + 1}"
+    killed = subprocess.run(command, capture_output=True, text=True, timeout=300, start_new_session=True,
+                            cwd=Path(jobs.__file__).parents[1], env={**os.environ, KILL_AT: moment})
+    assert killed.returncode == -9, killed.stderr
+    assert delta_table(out / ARCHIVE).to_pyarrow_table().num_rows == inputs["records"]  # appended, unrecorded
+    assert len(archived(out)) == inputs["first_records"]
+    rebuild(f"parquet:{inputs['second']}", out)
+    assert delta_table(out / ARCHIVE).to_pyarrow_table().num_rows == inputs["records"]
+    assert_unique(archived(out))
+    same_tables(out, inputs["plain"])
+
+
 def test_a_first_run_that_fails_after_its_append_leaves_nothing_archived(inputs, tmp_path, monkeypatch):
     out = tmp_path / "out"
     with monkeypatch.context() as patched:
