@@ -60,14 +60,15 @@ class ArchivedFiles:
 class Archive:
     """DIR/raw_records as the newest complete run left it: `version` (None: nothing archived yet), its data
     files with their partition values, its records, each partition's highest archived offset (`ends`), and for a
-    dump every archived offset of each partition, sorted (`offsets`)."""
+    dump every archived offset of each partition (`offsets`: the first and last offset of each run of consecutive
+    ones, which every task carries: few where the log was read whole)."""
 
     location: Location
     version: int | None = None
     files: tuple[tuple[Location, dict[str, str]], ...] = ()
     records: int = 0
     ends: dict[int, int] | None = None
-    offsets: dict[int, np.ndarray] | None = None
+    offsets: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
 
     @classmethod
     def open(cls, output: Location, exact: bool) -> "Archive":
@@ -89,7 +90,7 @@ class Archive:
         offsets = None
         if exact:
             partition, offset = numbers(found.column("partition")), numbers(found.column("offset"))
-            offsets = {int(p): np.sort(offset[partition == p]) for p in np.unique(partition)}
+            offsets = {int(p): _ranges(np.sort(offset[partition == p])) for p in np.unique(partition)}
         log.info("the archive holds %d records of %d partitions (version %d)", found.num_rows, len(ends),
                  tables.versions[ARCHIVE])
         return cls(where, tables.versions[ARCHIVE], files, found.num_rows, ends, offsets)
@@ -101,9 +102,9 @@ class Archive:
         for p in np.unique(partition):
             rows = partition == p
             if self.offsets is not None:
-                archived = self.offsets.get(int(p))
-                if archived is not None:
-                    fresh[rows] = ~np.isin(offset[rows], archived)
+                ranges = self.offsets.get(int(p))
+                if ranges is not None:
+                    fresh[rows] = ~_within(offset[rows], *ranges)
             elif int(p) in (self.ends or {}):
                 fresh[rows] = offset[rows] > self.ends[int(p)]
         return fresh
@@ -116,6 +117,18 @@ class Archive:
             return ()
         planned, _ = plan_row_groups(list(self.files), cores, task_bytes)
         return tuple(ArchivedFiles(groups) for groups in planned)
+
+
+def _ranges(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct offsets as the first and last offset of each run of consecutive ones."""
+    breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
+    return offsets[np.concatenate([[0], breaks])], offsets[np.concatenate([breaks - 1, [len(offsets) - 1]])]
+
+
+def _within(offset: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
+    """Per offset: inside one of the ranges [firsts[i], lasts[i]]."""
+    i = np.searchsorted(firsts, offset, side="right") - 1
+    return (i >= 0) & (offset <= lasts[np.maximum(i, 0)])
 
 
 def read_archived(task: ArchivedFiles) -> Iterator[pa.Table]:
