@@ -329,11 +329,22 @@ def test_the_command_takes_archive(inputs, tmp_path):
     assert counted.stdout.strip().splitlines()[-1] == str(inputs["first_records"])
 
 
-def test_the_spark_runner_archives_as_the_local_one(spark, inputs, tmp_path):
+@pytest.mark.parametrize("source", ["parquet", "segments"])
+def test_the_spark_runner_archives_as_the_local_one(spark, inputs, tmp_path, source):
+    log, first = inputs["log"], inputs["first_records"]
+    if source == "parquet":
+        sources = [f"parquet:{inputs['first']}", f"parquet:{inputs['second']}"]
+    else:
+        one, two = OffsetsLog(), OffsetsLog()
+        one.rows, two.rows = log.rows[:first], log.rows
+        one.write_segments(tmp_path / "logs-1", segment_records=3)
+        two.write_segments(tmp_path / "logs-2", segment_records=3)
+        sources = [f"segments:{tmp_path / 'logs-1'}", f"segments:{tmp_path / 'logs-2'}"]
     out = tmp_path / "out"
-    for name in ("first", "second"):
-        run(RebuildConfig.build(source=f"parquet:{inputs[name]}", output=str(out), as_of=AS_OF, engine="spark",
-                                archive=True), spark=spark)
+    for name in sources:
+        summary = run(RebuildConfig.build(source=name, output=str(out), as_of=AS_OF, engine="spark", archive=True),
+                      spark=spark)
+    assert summary["records_new"] == inputs["records"] - first
     rows = archived(out)
     assert_unique(rows)
     assert len(rows) == inputs["records"]
