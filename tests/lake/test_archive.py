@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from kafka_mock import MockCluster, produce_rows
-from offsets_log import DAY, MINUTE, T0, OffsetsLog, member
+from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
 from runs import read_tables
 
 import jobs.lake.sink
@@ -41,15 +41,12 @@ def the_log() -> tuple[OffsetsLog, int]:
     log.delete_offset("old", "orders", 0, T0 + 5 * MINUTE, coordinator=1)
     first = len(log.rows)
     for i in range(4, 6):
-        log.commit("g", "orders", 0, 10 * i, T0 + HOUR_MS + i * MINUTE, coordinator=0)
-    log.commit("s", "payments", 0, 9, T0 + HOUR_MS, coordinator=1)
-    log.commit("h", "orders", 1, 2, T0 + HOUR_MS, coordinator=1)
-    log.group("g", T0 + HOUR_MS, members=[member("m2", ["orders"], {"orders": [0, 1]})], generation=2,
+        log.commit("g", "orders", 0, 10 * i, T0 + HOUR + i * MINUTE, coordinator=0)
+    log.commit("s", "payments", 0, 9, T0 + HOUR, coordinator=1)
+    log.commit("h", "orders", 1, 2, T0 + HOUR, coordinator=1)
+    log.group("g", T0 + HOUR, members=[member("m2", ["orders"], {"orders": [0, 1]})], generation=2,
               coordinator=0)
     return log, first
-
-
-HOUR_MS = 60 * MINUTE
 
 
 def compacted(rows: list[tuple]) -> list[tuple]:
@@ -235,7 +232,7 @@ def test_a_run_that_fails_before_committing_leaves_no_file_behind(inputs, two_ru
     out = tmp_path / "out"
     shutil.copytree(two_runs["out"], out)
     log, _ = the_log()
-    log.commit("g", "orders", 0, 60, T0 + 2 * HOUR_MS, coordinator=0)
+    log.commit("g", "orders", 0, 60, T0 + 2 * HOUR, coordinator=0)
     more = dump(log.rows, tmp_path / "more")
     with monkeypatch.context() as patched:
         patched.setattr(jobs.pipeline, "_replay_kernel", fail)
