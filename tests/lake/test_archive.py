@@ -253,6 +253,18 @@ def test_records_read_twice_in_one_dump_are_archived_once(inputs, tmp_path):
     same_tables(tmp_path / "out", inputs["plain"])
 
 
+def test_copies_that_differ_are_quarantined_in_every_run_and_never_archived(inputs, tmp_path):
+    rows = inputs["log"].rows
+    other = rows[1][:1] + (rows[1][1] + b"!",) + rows[1][2:]  # another value at the same offset
+    conflicting = dump(rows + [other], tmp_path / "conflicting")
+    out = tmp_path / "out"
+    for new in (len(rows) - 1, 0):
+        summary = rebuild(f"parquet:{conflicting}", out)
+        assert (summary["conflicting_records"], summary["records_new"]) == (2, new)
+    assert (rows[1][3], rows[1][4]) not in {(r["partition"], r["offset"]) for r in archived(out)}
+    assert len(read_tables(out)["quarantine"]) == 2
+
+
 def test_a_log_dir_is_read_after_the_archived_end(inputs, tmp_path):
     log, first = inputs["log"], inputs["first_records"]
     one, two = OffsetsLog(), OffsetsLog()
