@@ -125,6 +125,9 @@ def rebuild_options(fn: Callable) -> Callable:
         click.option("--keep-runs", type=click.IntRange(min=1), metavar="N", help="After the run, delete the data "
                      "files only versions older than the last N complete runs reference (default: keep every "
                      "version, so time travel to any earlier run works)."),
+        click.option("--archive", is_flag=True, help="Keep every raw record read in DIR/raw_records across runs "
+                     "(each run appends the new ones) and replay archive + new records, so the history outlives "
+                     "the cluster's compaction; a live cluster or a log dir is read only after the archived end."),
     ]):
         fn = option(fn)
     return storage_option(kafka_options(fn))

@@ -65,7 +65,7 @@ class LocalRunner:
     def read_source(self, plan: Any, kernel: ChunkKernel, outputs: dict[str, pa.Schema]) -> None:
         """Pass 1: every task of `plan` through `kernel`."""
         self._all([(_chunk_task, (plan, task, index, kernel, outputs, self.stages))
-                   for index, task in enumerate(plan.tasks)])
+                   for index, task in enumerate(plan.reads)])
 
     def by_partition(self, stage: str, inputs: dict[str, str], kernel: PartitionKernel,
                      outputs: dict[str, pa.Schema]) -> None:

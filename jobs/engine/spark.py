@@ -183,6 +183,6 @@ class _Envelope:
 
 
 def _tables() -> tuple[str, ...]:
-    from jobs.lake.tables import TABLES
+    from jobs.lake.tables import STAGED_TABLES
 
-    return TABLES
+    return STAGED_TABLES

@@ -15,7 +15,7 @@ import pyarrow.dataset as pads
 from jobs.lake.hive import data_files
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
 from jobs.lake.storage import Location
-from jobs.lake.tables import TABLES, conform, partition_columns
+from jobs.lake.tables import STAGED_TABLES, conform, partition_columns
 from jobs.replay.records import numbers
 
 NULL_GROUP = 0  # the group of records without a coordinator partition (all quarantined)
@@ -40,7 +40,7 @@ class Stages:
         return self.output.child(STAGING_DIR, self.run_id, STATE)
 
     def is_table(self, name: str) -> bool:
-        return name in TABLES
+        return name in STAGED_TABLES
 
     def folder(self, stage: str, name: str) -> Location:
         return self.output.child(name, RUN_FOLDER + self.run_id) if self.is_table(name) else \

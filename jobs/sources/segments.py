@@ -67,6 +67,14 @@ class PartitionLog:
     segments: tuple[str, ...]  # file names, in base-offset order
     size: int  # bytes, for the plan's log line
 
+    def after(self, end: int) -> "PartitionLog":
+        """The segments that may hold offsets after `end` (an archived end: jobs.sources.archive): a segment
+        holds the offsets from its base up to the next one's base. Its size stays the whole log's."""
+        bases = [int(_SEGMENT.match(name).group(1)) for name in self.segments]
+        kept = [name for name, following in zip(self.segments, [*bases[1:], None])
+                if following is None or following > end + 1]
+        return PartitionLog(self.partition, self.directory, tuple(kept), self.size)
+
 
 @dataclass(frozen=True)
 class Ignored:
