@@ -1,6 +1,6 @@
 """spark-submit entry; takes the same arguments as `offsetlake rebuild`.
 
-    spark-submit jobs/__main__.py --source parquet:/dumps/offsets --output /lake/offsets
+    spark-submit jobs/__main__.py --source parquet:/dumps/offsets --output /lake/offsets [--debug] [-q]
     python -m jobs --source parquet:/dumps/offsets --output /lake/offsets
 
 On a cluster, install the wheel (`python -m build --wheel`: it holds schemas/ and conf/ too) in a Python every
@@ -16,6 +16,10 @@ if not __package__:
 
 from jobs.cli import main  # noqa: E402
 
+GLOBAL_OPTIONS = ("--debug", "-q", "--quiet")  # `offsetlake`'s own options, taken wherever they stand
+
 if __name__ == "__main__":
-    sys.argv[1:1] = ["rebuild"]
+    arguments = sys.argv[1:]
+    sys.argv[1:] = [*(a for a in arguments if a in GLOBAL_OPTIONS), "rebuild",
+                    *(a for a in arguments if a not in GLOBAL_OPTIONS)]
     main()

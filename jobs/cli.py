@@ -125,6 +125,9 @@ def rebuild_options(fn: Callable) -> Callable:
         click.option("--keep-runs", type=click.IntRange(min=1), metavar="N", help="After the run, delete the data "
                      "files only versions older than the last N complete runs reference (default: keep every "
                      "version, so time travel to any earlier run works)."),
+        click.option("--archive", is_flag=True, help="Keep every raw record read in DIR/raw_records across runs "
+                     "(each run appends the new ones) and replay archive + new records, so the history outlives "
+                     "the cluster's compaction; a live cluster or a log dir is read only after the archived end."),
     ]):
         fn = option(fn)
     return storage_option(kafka_options(fn))
@@ -367,11 +370,15 @@ def sample(output: str, records: int, seed: int, end_offsets: str | None, log_di
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Rounds; each figure is the median of its rounds.")
 @click.option("--no-peer", is_flag=True, help="Skip the pure-Python peer parser (and its virtualenv).")
-def bench(records: int, dump: str | None, work: str, source_format: str, repeat: int, no_peer: bool) -> None:
+@click.option("--master", metavar="URL",
+              help="Also time the Spark runner under spark-submit on this master (local[2], spark://HOST:PORT), "
+                   "against the floor on the same master.")
+def bench(records: int, dump: str | None, work: str, source_format: str, repeat: int, no_peer: bool,
+          master: str | None) -> None:
     """Time a rebuild against a Spark scan floor and a pure-Python peer, each a whole new process; prints
     one JSON line with the seconds, their ratios, and the rebuild's Spark stages and peak memory.
 
-    Example: offsetlake bench --records 1000000 --repeat 3
+    Example: offsetlake bench --records 1000000 --repeat 3 [--master spark://127.0.0.1:7077]
     """
     from jobs.config import output_folder
 
@@ -380,7 +387,7 @@ def bench(records: int, dump: str | None, work: str, source_format: str, repeat:
     from jobs.tools.bench import run_bench
 
     click.echo(json.dumps(run_bench(records, Path(dump) if dump else None, Path(work), source_format,
-                                    repeat, peer=not no_peer)))
+                                    repeat, peer=not no_peer, master=master)))
 
 
 @cli.command()

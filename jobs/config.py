@@ -230,6 +230,7 @@ class RebuildConfig:
     engine: str = "auto"  # who runs the kernel: local, spark, or auto (jobs.engine.choose_runner)
     workers: int | None = None  # the local runner's worker processes (None: one per core; 0: this process)
     storage: tuple[tuple[str, str], ...] = ()  # --storage-option pairs (jobs.lake.storage)
+    archive: bool = False  # keep every raw record read in DIR/raw_records; read only what is not there yet
 
     @property
     def retention_ms(self) -> int:
@@ -262,6 +263,7 @@ class RebuildConfig:
         keep_runs: int | None = None,
         engine: str | None = None,
         workers: int | None = None,
+        archive: bool = False,
     ) -> "RebuildConfig":
         conf = defaults()["rebuild"]
         retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
@@ -297,5 +299,6 @@ class RebuildConfig:
             engine=engine or "auto",
             workers=workers,
             storage=tuple(sorted(storage.items())),
+            archive=archive or bool(conf.get("archive", False)),
         )
         return cfg

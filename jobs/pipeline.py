@@ -25,12 +25,13 @@ from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
 from jobs.lake.sink import TableSink
-from jobs.lake.tables import TABLES, arrow_schema
+from jobs.lake.tables import ARCHIVE, TABLES, arrow_schema
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, newest_plausible, read_chunk
 from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
 from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition
 from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS, replay_share_state
+from jobs.sources.archive import OUTPUTS as ARCHIVE_OUTPUTS, Archive, archive_chunk, unique
 from jobs.sources.end_offsets import is_live, live_cluster, load_end_offsets
 from jobs.sources import check_inputs
 from jobs.sources.plan import plan_source
@@ -59,23 +60,30 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         else None
     topic_ids = read_topic_ids(cfg.topic_ids, dict(cfg.storage)) if cfg.topic_ids else {}
     runner = choose_runner(cfg, spark)
-    plan = plan_source(cfg.source, cfg.kafka, runner.cores)
+    # Read once the lock's recovery has undone what an unfinished run appended.
+    archive = Archive.open(cfg.output, exact=cfg.source.kind == "parquet") if cfg.archive else None
+    plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive)
+    chunk_outputs = {**CHUNK_OUTPUTS, **(ARCHIVE_OUTPUTS if archive is not None else {})}
     replay_outputs = {**REPLAY_OUTPUTS, **SHARE_OUTPUTS}
-    stages = Stages(cfg.output, run_id, {**CHUNK_OUTPUTS, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan))
+    stages = Stages(cfg.output, run_id, {**chunk_outputs, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan))
     runner.attach(stages)
     sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark)
     try:
         log.info("reading %s (%s runner)", cfg.source, runner.name)
         kill_point("read")
         fold = not cfg.history
-        runner.read_source(plan, partial(_chunk_kernel, started=started_at, as_of=cfg.as_of, fold=fold), CHUNK_OUTPUTS)
-        log.info("read and checked %d task(s) of the source in %.1fs", len(plan.tasks or ()) or 1,
+        kernel = partial(_chunk_kernel, started=started_at, as_of=cfg.as_of, archive=archive, run_id=run_id)
+        runner.read_source(plan, partial(kernel, fold=fold), chunk_outputs)
+        log.info("read and checked %d task(s) of the source in %.1fs", len(plan.reads or ()) or 1,
                  time.monotonic() - started)
         if fold and overlapping(stages.read("chunks", "spans")):
             log.warning("some records may be in the dump twice (overlapping offsets): the log is replayed whole")
-            stages.clear("chunks", CHUNK_OUTPUTS)
-            runner.read_source(plan, partial(_chunk_kernel, started=started_at, as_of=cfg.as_of, fold=False),
-                               CHUNK_OUTPUTS)
+            stages.clear("chunks", chunk_outputs)
+            runner.read_source(plan, partial(kernel, fold=False), chunk_outputs)
+        if archive is not None and overlapping(stages.read("chunks", "archive_spans")):
+            removed = unique(stages.folder("chunks", ARCHIVE))  # raw_records: one row per record
+            if removed:
+                log.warning("%d copies of records read twice were not archived", removed)
         moments = stages.read("chunks", "moments")
         as_of = cfg.as_of or newest_plausible(moments) or started_at
         kill_point("replayed")
@@ -100,8 +108,12 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         summary = _summary(cfg, stages, sink, counts, moments, as_of, plan)
         if lock.lost:
             raise RuntimeError(f"another run took the lock on {cfg.output} over: this run writes nothing")
-        sink.commit(as_of, str(cfg.source), tables=[t for t in TABLES if cfg.history or t not in
-                                                    ("offset_commits", "group_events", "group_status")])
+        tables = [t for t in TABLES if cfg.history or t not in ("offset_commits", "group_events", "group_status")]
+        # The archive grows by an append; with nothing archived by a complete run, it is replaced (a first run
+        # that died after its append left rows no complete run holds).
+        archived = [ARCHIVE] if archive is not None else []
+        sink.commit(as_of, str(cfg.source), tables=tables + archived,
+                    appends=tuple(archived) if archive is not None and archive.version is not None else ())
         vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
     except BaseException:
         runner.close()
@@ -113,9 +125,11 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
             **({"vacuumed_files": vacuumed} if vacuumed is not None else {}), **runner.work()}
 
 
-def _chunk_kernel(raw: Iterable[pa.Table], started: datetime, as_of: datetime | None, fold: bool
-                  ) -> Iterator[tuple[str, pa.Table]]:
-    return read_chunk(raw, started, as_of, fold)
+def _chunk_kernel(raw: Iterable[pa.Table], started: datetime, as_of: datetime | None, fold: bool,
+                  archive: Archive | None = None, run_id: str = "") -> Iterator[tuple[str, pa.Table]]:
+    if archive is None:
+        return read_chunk(raw, started, as_of, fold)
+    return archive_chunk(raw, partial(read_chunk, started=started, as_of=as_of, fold=fold), archive, run_id)
 
 
 def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings) -> Iterator[tuple[str, pa.Table]]:
@@ -213,6 +227,8 @@ def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[s
     violations = stages.read("replay", "violations").sort_by("group_id").to_pylist()[:1000]
     summary = {
         "records_read": counts["records_read"] + copies,
+        # With the archive, records_read is what the source gave; the replay also read the archived records.
+        **(_archive_figures(stages, sink, plan.archive, counts["records_read"] + copies) if cfg.archive else {}),
         "records_decoded": counts["records_decoded"],
         "records_quarantined": counts["records_quarantined"],
         "duplicate_records": copies,
@@ -246,6 +262,16 @@ def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[s
         log.warning("%d records were read twice (replayed once) and %d conflicting copies were quarantined",
                     copies, conflicts)
     return summary
+
+
+def _archive_figures(stages: Stages, sink: TableSink, archive: Archive, replayed: int) -> dict[str, Any]:
+    """With the archive: the records read from the source (records_read), those the replay saw (archived and
+    new), and the archive before and after this run."""
+    reads = stages.read("chunks", "archive_reads")
+    new = sink.rows(ARCHIVE)
+    return {"records_read": int(pc.sum(reads.column("read")).as_py() or 0), "records_replayed": replayed,
+            "records_archived_before": archive.records, "records_new": new,
+            "records_archived_after": archive.records + new}
 
 
 def _implausible(moments: pa.Table) -> dict[str, Any]:

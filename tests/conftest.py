@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,42 @@ def shared_testdata() -> Path:
     if not SHARED_TESTDATA.is_dir():
         pytest.skip(f"shared test data not found at {SHARED_TESTDATA} (it sits beside the checkout in CI)")
     return SHARED_TESTDATA
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory):
+    """The wheel and a fresh virtualenv holding it alone (tests/wheel_env.py): built once per test run, shared
+    by the tests that run the installed package, across xdist workers too."""
+    pytest.importorskip("build", reason="`build` is a test extra: pip install -e '.[test]'")
+    from wheel_env import wheel_env
+
+    return wheel_env(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone master and two workers on 127.0.0.1, from pyspark's jars (tests/cluster.py), shared by
+    the tests that need it and stopped at the end of the session; a failing test shows its logs."""
+    from cluster import MASTER_PORT, StandaloneCluster, java_missing, port_missing
+
+    reason = java_missing() or port_missing()
+    if reason:
+        pytest.skip(f"no Spark standalone cluster: {reason}")
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster")).start()
+    if cluster.port != MASTER_PORT:
+        warnings.warn(f"the test cluster's {cluster.note}", stacklevel=1)
+    yield cluster
+    cluster.stop()
+    print(f"\nspark standalone cluster: started in {cluster.started_s:.1f}s; {cluster.memory_report()}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test that uses the Spark cluster shows the tail of its master's, workers' and executors' logs."""
+    report = yield
+    if report.failed and "spark_cluster" in getattr(item, "fixturenames", ()):
+        from cluster import RUNNING
+
+        for cluster in RUNNING:
+            report.sections.append(("Spark standalone cluster logs", cluster.logs()))
+    return report

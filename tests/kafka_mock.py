@@ -31,6 +31,7 @@ def _library() -> ctypes.CDLL:
     lib.rd_kafka_mock_cluster_bootstraps.argtypes = [_c]
     lib.rd_kafka_mock_topic_create.argtypes = [_c, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
     lib.rd_kafka_mock_topic_set_error.argtypes = [_c, ctypes.c_char_p, ctypes.c_int]
+    lib.rd_kafka_mock_partition_delete_records.argtypes = [_c, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64]
     lib.rd_kafka_mock_push_request_errors_array.argtypes = [_c, ctypes.c_int16, ctypes.c_size_t,
                                                              ctypes.POINTER(ctypes.c_int)]
     lib.rd_kafka_destroy.argtypes = [_c]
@@ -57,6 +58,13 @@ class MockCluster:
         rc = self._lib.rd_kafka_mock_topic_create(self._mc, topic.encode(), partitions, 1)
         if rc != 0:
             raise RuntimeError(f"rd_kafka_mock_topic_create({topic}): error {rc}")
+
+    def delete_records(self, topic: str, partition: int, before: int) -> None:
+        """The partition's records before offset `before` are gone (its log start moves there), as retention or
+        kafka-delete-records.sh leave it; the mock has no DeleteRecords request for clients to send."""
+        rc = self._lib.rd_kafka_mock_partition_delete_records(self._mc, topic.encode(), partition, before)
+        if rc != 0:
+            raise RuntimeError(f"rd_kafka_mock_partition_delete_records({topic}-{partition}): error {rc}")
 
     def set_topic_error(self, topic: str, error_code: int) -> None:
         """Every metadata response reports `error_code` for `topic` (0 clears it)."""

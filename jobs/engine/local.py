@@ -18,20 +18,14 @@ import multiprocessing
 import signal
 from typing import Any, Callable, Iterable, Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from jobs.engine.stages import LOGS, Stages, group_of
-from jobs.lake.storage import Location
+from jobs.engine.stages import Stages, TaskOutputs
 from jobs.kill_points import kill_point
-from jobs.lake.tables import conform, partition_columns
-from jobs.replay.records import numbers
 
 log = logging.getLogger("offsetlake")
-# The log rows a task holds before it writes them, a row group per coordinator partition.
-LOG_ROWS = 1 << 20
 ChunkKernel = Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]]
 PartitionKernel = Callable[[dict[str, pa.Table]], Iterator[tuple[str, pa.Table]]]
 
@@ -71,7 +65,7 @@ class LocalRunner:
     def read_source(self, plan: Any, kernel: ChunkKernel, outputs: dict[str, pa.Schema]) -> None:
         """Pass 1: every task of `plan` through `kernel`."""
         self._all([(_chunk_task, (plan, task, index, kernel, outputs, self.stages))
-                   for index, task in enumerate(plan.tasks)])
+                   for index, task in enumerate(plan.reads)])
 
     def by_partition(self, stage: str, inputs: dict[str, str], kernel: PartitionKernel,
                      outputs: dict[str, pa.Schema]) -> None:
@@ -170,82 +164,9 @@ def keep_freed_memory() -> None:
         mallopt(parameter, value)
 
 
-class _Writers:
-    """A task's outputs, each written as it comes: a table in the table's layout, the log by group of coordinator
-    partitions, in row groups of one partition each (the replay reads one partition at a time), held until the
-    task holds LOG_ROWS, so that a partition's rows take few row groups."""
-
-    def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
-        self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs
-        self._open: dict[str, Any] = {}
-        self._written = 0
-        self._held: dict[tuple[str, int], list[pa.Table]] = {}  # a log's rows by (log, partition) (-1: none)
-        self._held_rows: dict[tuple[str, int], int] = {}
-
-    def write(self, name: str, table: pa.Table) -> None:
-        if not table.num_rows:
-            return
-        schema = self.outputs[name]
-        table = conform(table, name) if self.stages.is_table(name) else table.select(schema.names).cast(schema)
-        if name in LOGS:
-            partition = numbers(table.column("coordinator_partition"), -1)
-            order = np.argsort(partition, kind="stable")
-            table, partition = table.take(pa.array(order)), partition[order]
-            starts = np.flatnonzero(np.concatenate([[True], partition[1:] != partition[:-1]]))
-            for start, end in zip(starts, np.append(starts[1:], len(partition))):
-                p = (name, int(partition[start]))
-                self._held.setdefault(p, []).append(table.slice(start, end - start))
-                self._held_rows[p] = self._held_rows.get(p, 0) + end - start
-            if sum(self._held_rows.values()) >= LOG_ROWS:  # a task's memory: bounded, whatever its partitions
-                for p in list(self._held):
-                    self._flush(p)
-        elif self.stages.is_table(name) and partition_columns(name):  # partitioned by folders: offset_commits
-            self._written += 1
-            _write_partitioned(table, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
-        else:
-            self._file(name, schema).write_table(table)
-
-    def _flush(self, held: tuple[str, int]) -> None:
-        name, partition = held
-        group = group_of(pa.array([partition if partition >= 0 else None], pa.int32()), self.stages.groups)[0]
-        self._file(f"{name}/g{group:05d}", self.outputs[name]).write_table(pa.concat_tables(self._held.pop(held)),
-                                                                           row_group_size=1 << 30)
-        self._held_rows.pop(held)
-
-    def _file(self, name: str, schema: pa.Schema) -> Any:
-        import pyarrow.parquet as pq
-
-        if name not in self._open:
-            kind, _, sub = name.partition("/")
-            folder = self.stages.folder(self.stage, kind)
-            folder = folder.child(sub) if sub else folder
-            folder.mkdir()
-            self._open[name] = pq.ParquetWriter(folder.child(f"{self.part}.parquet").path, schema,
-                                                filesystem=folder.fs)
-        return self._open[name]
-
-    def close(self) -> None:
-        for partition in list(self._held):
-            self._flush(partition)
-        for writer in self._open.values():
-            writer.close()
-
-
-def _write_partitioned(table: pa.Table, folder: Location, basename: str, name: str) -> None:
-    columns = partition_columns(name)
-    partitioning = pads.partitioning(pa.schema([table.schema.field(c) for c in columns]), flavor="hive")
-    days = len(pc.unique(table.column(columns[0])))
-    options = pads.ParquetFileFormat().make_write_options(
-        use_dictionary=[f.name for f in table.schema if pa.types.is_string(f.type)])
-    pads.write_dataset(table, folder.path, filesystem=folder.fs, format="parquet",
-                       basename_template=f"{basename}-{{i}}.parquet", partitioning=partitioning,
-                       existing_data_behavior="overwrite_or_ignore", max_partitions=days + 1, use_threads=False,
-                       file_options=options)
-
-
 def _chunk_task(plan: Any, task: Any, index: int, kernel: ChunkKernel, outputs: dict[str, pa.Schema],
                 stages: Stages) -> None:
-    writers = _Writers(stages, "chunks", f"t{index:05d}", outputs)
+    writers = TaskOutputs(stages, "chunks", f"t{index:05d}", outputs)
     kill_point("worker")
     try:
         for name, table in kernel(plan.read(task)):
@@ -258,7 +179,7 @@ def _partition_task(stage: str, group: int, inputs: dict[str, str], kernel: Part
                     outputs: dict[str, pa.Schema], stages: Stages) -> None:
     """One group's coordinator partitions, one at a time: a task holds one partition's rows, not its group's."""
     datasets = {name: stages.group_dataset(source, name, group) for name, source in inputs.items()}
-    writers = _Writers(stages, stage, f"g{group:05d}", outputs)
+    writers = TaskOutputs(stages, stage, f"g{group:05d}", outputs)
     try:
         for partition in _partitions(datasets):
             found = pc.field("coordinator_partition")

@@ -2,10 +2,11 @@
 
 Each pass is one Spark job over Arrow batches: the source's records through the chunk kernel (`mapInArrow`), then
 each coordinator partition's rows through the replay or the derivation (`groupBy("coordinator_partition")
-.applyInArrow`). A pass's outputs travel as one frame, an envelope: a `kind` column naming the output and one
-struct column per output, the row's own filled. Spark writes the envelope once, partitioned by kind, and each
-table is then laid out in its staging folder, in its own schema (the sink commits those files); the other
-outputs stay in the envelope, where the next pass and the driver (jobs.engine.Stages.read) read them.
+.applyInArrow`). A task writes the tables it makes itself, as the local runner's tasks do (jobs.engine.stages
+.TaskOutputs: the table's run folder, files named by the task's input, so a task run again replaces its files),
+and the sink commits those files. The other outputs travel back as one frame, an envelope: a `kind` column naming
+the output and one struct column per output, the row's own filled, which Spark writes once, partitioned by kind,
+where the next pass and the driver (jobs.engine.Stages.read) read them.
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from jobs.engine.stages import Stages
-from jobs.lake.tables import conform, partition_columns
+from jobs.engine.stages import Stages, TaskOutputs
+from jobs.lake.tables import conform
 
 log = logging.getLogger("offsetlake")
 
@@ -56,11 +57,21 @@ class SparkRunner:
     def read_source(self, plan: Any, kernel: Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]],
                     outputs: dict[str, pa.Schema]) -> None:
         """Pass 1: the source's records through `kernel`, task by task."""
-        envelope = _Envelope(outputs)
+        stages, tables = self.stages, self._tables(outputs)
+        envelope = _Envelope({name: schema for name, schema in outputs.items() if name not in tables})
 
         def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for name, table in kernel(batches):
-                yield from envelope.wrap(name, table)
+            from pyspark import TaskContext
+
+            written = TaskOutputs(stages, "chunks", f"t{TaskContext.get().partitionId():05d}", tables)
+            try:
+                for name, table in kernel(batches):
+                    if name in tables:
+                        written.write(name, table)
+                    else:
+                        yield from envelope.wrap(name, table)
+            finally:
+                written.close()
 
         self.spark.sparkContext.setJobDescription("offsetlake: read, check and reduce the source")
         self._lay_out("chunks", plan.frame(self.spark).mapInArrow(each, envelope.spark_schema()), envelope)
@@ -82,11 +93,21 @@ class SparkRunner:
         union = frames[0]
         for frame in frames[1:]:
             union = union.unionByName(frame)
-        envelope = _Envelope(outputs)
+        stages, tables = self.stages, self._tables(outputs)
+        envelope = _Envelope({name: schema for name, schema in outputs.items() if name not in tables})
 
         def each(table: pa.Table) -> pa.Table:
-            tables = given.unwrap(table)
-            wrapped = [batch for name, out in kernel(tables) for batch in envelope.wrap(name, out)]
+            partition = table.column("_partition")[0].as_py() if table.num_rows else None
+            written = TaskOutputs(stages, stage, f"c{'null' if partition is None else f'{partition:05d}'}", tables)
+            wrapped = []
+            try:
+                for name, out in kernel(given.unwrap(table)):
+                    if name in tables:
+                        written.write(name, out)
+                    else:
+                        wrapped += envelope.wrap(name, out)
+            finally:
+                written.close()
             return pa.Table.from_batches(wrapped, envelope.schema) if wrapped else envelope.schema.empty_table()
 
         self.spark.sparkContext.setJobDescription(f"offsetlake: {stage} each coordinator partition")
@@ -94,6 +115,9 @@ class SparkRunner:
 
     def close(self) -> None:
         pass
+
+    def _tables(self, outputs: dict[str, pa.Schema]) -> dict[str, pa.Schema]:
+        return {name: schema for name, schema in outputs.items() if self.stages.is_table(name)}
 
     def _read(self, stage: str, name: str) -> Any:
         """An output as a frame of its own schema."""
@@ -110,18 +134,11 @@ class SparkRunner:
         return frame if self.stages.is_table(name) else frame.select(f"{name}.*")
 
     def _lay_out(self, stage: str, frame: Any, envelope: "_Envelope") -> None:
-        """Write the envelope once, then each table in its staging folder."""
-        from jobs.runtime.spark_types import spark_struct
-
-        frame.write.partitionBy("kind").parquet(self.stages.enveloped(stage, "x").parent.hadoop_uri)
-        for name, schema in envelope.outputs.items():
-            part = self.stages.enveloped(stage, name)
-            if not self.stages.is_table(name) or not part.exists():
-                continue
-            self.spark.sparkContext.setJobDescription(f"offsetlake: stage table {name}")
-            rows = self.spark.read.schema(spark_struct(pa.schema([(name, pa.struct(list(schema)))]))).parquet(
-                part.hadoop_uri).select(f"{name}.*")
-            rows.write.mode("append").partitionBy(*partition_columns(name)).parquet(self.stages.folder(stage, name).hadoop_uri)
+        """Run the pass: its tasks write their tables, and Spark the envelope of the rest (when there is a rest)."""
+        if envelope.outputs:
+            frame.write.partitionBy("kind").parquet(self.stages.enveloped(stage, "x").parent.hadoop_uri)
+        else:
+            frame.write.format("noop").mode("overwrite").save()
 
 
 class _Envelope:
@@ -166,6 +183,6 @@ class _Envelope:
 
 
 def _tables() -> tuple[str, ...]:
-    from jobs.lake.tables import TABLES
+    from jobs.lake.tables import STAGED_TABLES
 
-    return TABLES
+    return STAGED_TABLES

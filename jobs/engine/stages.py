@@ -15,11 +15,13 @@ import pyarrow.dataset as pads
 from jobs.lake.hive import data_files
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
 from jobs.lake.storage import Location
-from jobs.lake.tables import TABLES
+from jobs.lake.tables import STAGED_TABLES, conform, partition_columns
 from jobs.replay.records import numbers
 
 NULL_GROUP = 0  # the group of records without a coordinator partition (all quarantined)
 STATE = "_state"
+# The log rows a task holds before it writes them, a row group per coordinator partition.
+LOG_ROWS = 1 << 20
 ENVELOPE = "_envelope"  # the Spark runner's outputs of a pass, partitioned by kind (jobs.engine.spark)
 LOGS = ("log", "share_log")  # the records a source task leaves: the local runner writes them in a folder per group
 
@@ -39,7 +41,7 @@ class Stages:
         return self.output.child(STAGING_DIR, self.run_id, STATE)
 
     def is_table(self, name: str) -> bool:
-        return name in TABLES
+        return name in STAGED_TABLES
 
     def folder(self, stage: str, name: str) -> Location:
         return self.output.child(name, RUN_FOLDER + self.run_id) if self.is_table(name) else \
@@ -99,3 +101,77 @@ def group_of(partition: pa.ChunkedArray | pa.Array, groups: int) -> np.ndarray:
     """Per row: the group of its coordinator partition (NULL_GROUP for none)."""
     found = numbers(partition, -1)
     return np.where(found >= 0, found % groups, NULL_GROUP)
+
+
+class TaskOutputs:
+    """A task's outputs, each written as it comes, by either runner: a table in the table's layout, in its run folder
+    (file names are the task's `part`, so a task run again replaces what it wrote), the log by group of coordinator
+    partitions, in row groups of one partition each (the replay reads one partition at a time), held until the
+    task holds LOG_ROWS, so that a partition's rows take few row groups."""
+
+    def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
+        self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs
+        self._open: dict[str, Any] = {}
+        self._written = 0
+        self._held: dict[tuple[str, int], list[pa.Table]] = {}  # a log's rows by (log, partition) (-1: none)
+        self._held_rows: dict[tuple[str, int], int] = {}
+
+    def write(self, name: str, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        schema = self.outputs[name]
+        table = conform(table, name) if self.stages.is_table(name) else table.select(schema.names).cast(schema)
+        if name in LOGS:
+            partition = numbers(table.column("coordinator_partition"), -1)
+            order = np.argsort(partition, kind="stable")
+            table, partition = table.take(pa.array(order)), partition[order]
+            starts = np.flatnonzero(np.concatenate([[True], partition[1:] != partition[:-1]]))
+            for start, end in zip(starts, np.append(starts[1:], len(partition))):
+                p = (name, int(partition[start]))
+                self._held.setdefault(p, []).append(table.slice(start, end - start))
+                self._held_rows[p] = self._held_rows.get(p, 0) + end - start
+            if sum(self._held_rows.values()) >= LOG_ROWS:  # a task's memory: bounded, whatever its partitions
+                for p in list(self._held):
+                    self._flush(p)
+        elif self.stages.is_table(name) and partition_columns(name):  # partitioned by folders: offset_commits
+            self._written += 1
+            write_partitioned(table, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
+        else:
+            self._file(name, schema).write_table(table)
+
+    def _flush(self, held: tuple[str, int]) -> None:
+        name, partition = held
+        group = group_of(pa.array([partition if partition >= 0 else None], pa.int32()), self.stages.groups)[0]
+        self._file(f"{name}/g{group:05d}", self.outputs[name]).write_table(pa.concat_tables(self._held.pop(held)),
+                                                                           row_group_size=1 << 30)
+        self._held_rows.pop(held)
+
+    def _file(self, name: str, schema: pa.Schema) -> Any:
+        import pyarrow.parquet as pq
+
+        if name not in self._open:
+            kind, _, sub = name.partition("/")
+            folder = self.stages.folder(self.stage, kind)
+            folder = folder.child(sub) if sub else folder
+            folder.mkdir()
+            self._open[name] = pq.ParquetWriter(folder.child(f"{self.part}.parquet").path, schema,
+                                                filesystem=folder.fs)
+        return self._open[name]
+
+    def close(self) -> None:
+        for partition in list(self._held):
+            self._flush(partition)
+        for writer in self._open.values():
+            writer.close()
+
+
+def write_partitioned(table: pa.Table, folder: Location, basename: str, name: str) -> None:
+    columns = partition_columns(name)
+    partitioning = pads.partitioning(pa.schema([table.schema.field(c) for c in columns]), flavor="hive")
+    days = len(pc.unique(table.column(columns[0])))
+    options = pads.ParquetFileFormat().make_write_options(
+        use_dictionary=[f.name for f in table.schema if pa.types.is_string(f.type)])
+    pads.write_dataset(table, folder.path, filesystem=folder.fs, format="parquet",
+                       basename_template=f"{basename}-{{i}}.parquet", partitioning=partitioning,
+                       existing_data_behavior="overwrite_or_ignore", max_partitions=days + 1, use_threads=False,
+                       file_options=options)

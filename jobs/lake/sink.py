@@ -35,8 +35,8 @@ from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
 from jobs.lake.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, is_table, new_run_id, record_run,
                             spark_user_metadata)
 from jobs.lake.storage import Location
-from jobs.lake.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, TABLES, arrow_schema, conform, partition_columns,
-                              snapshot_table)
+from jobs.lake.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, STAGED_TABLES, TABLES, arrow_schema, conform,
+                              partition_columns, snapshot_table)
 
 log = logging.getLogger("offsetlake")
 DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
@@ -69,6 +69,7 @@ class TableSink:
         self.engine = engine  # "delta-rs", or "spark" (Spark's Delta writer, on `spark`)
         self.snapshots = snapshots  # also write the state tables to DIR/snapshots/<table> (--snapshot)
         self.spark = spark
+        self.committed: dict[str, str] = {}  # table -> Delta path, as commit() lands them
 
     def staged(self, table: str) -> Location:
         """The folder a table is staged in: Parquet, partitioned by folders as the Delta table will be."""
@@ -95,23 +96,24 @@ class TableSink:
         data = self._dataset(table)
         return data.head(n, columns=columns).to_pylist() if data is not None else []
 
-    def commit(self, as_of: datetime | None = None, source: str | None = None, tables: list[str] | None = None
-               ) -> dict[str, str]:
-        """Replace every table of `tables` (default: all; one nothing staged is empty), and with snapshots this
-        as_of's partition of each snapshot table, then record the run (its commit point); returns table -> Delta
-        path."""
+    def commit(self, as_of: datetime | None = None, source: str | None = None, tables: list[str] | None = None,
+               appends: tuple[str, ...] = ()) -> dict[str, str]:
+        """Replace every table of `tables` (default: all; one nothing staged is empty), but append to those of
+        `appends` (raw_records: the archive grows), and with snapshots this as_of's partition of each snapshot
+        table, then record the run (its commit point); returns table -> Delta path."""
         if self.snapshots and as_of is None:
             raise ValueError("snapshots need the run's as_of")
-        written, versions = {}, {}
+        written, versions = self.committed, {}
         run_id = self.run_id
         tables = list(TABLES if tables is None else tables)
         try:
             for table in tables:
                 target = self.output.child(table)
+                mode = "append" if table in appends else "overwrite"
                 if self.engine == "spark":
-                    self._commit_spark(table, target, run_id)
+                    self._commit_spark(table, target, run_id, mode)
                 else:
-                    self._commit_delta_rs(table, target, run_id)
+                    self._commit_delta_rs(table, target, run_id, mode)
                 versions[table] = committed_version(target, run_id)
                 written[table] = target.uri
                 kill_point(f"committed:{len(written)}")
@@ -134,9 +136,11 @@ class TableSink:
         return written
 
     def discard(self, committed: dict[str, str] | None = None) -> None:
-        """Remove the run's staging area, and its staged tables but those `committed` by delta-rs (their files
-        are the tables' now); after a commit, or after a failure, once no worker writes there."""
-        for table in TABLES:
+        """Remove the run's staging area, and its staged tables but those `committed` by delta-rs (default: those
+        this sink committed; their files are the tables' now, even when the run then fails: the next run restores
+        the tables); after a commit, or after a failure, once no worker writes there."""
+        committed = self.committed if committed is None else committed
+        for table in STAGED_TABLES:
             if self.engine == "spark" or table not in (committed or {}):
                 self.staged(table).remove()
         new_staging(self.output, self.run_id).remove()
@@ -144,17 +148,17 @@ class TableSink:
         if staging.is_dir() and not staging.children():
             staging.remove()
 
-    def _commit_delta_rs(self, table: str, target: Location, run_id: str) -> None:
-        """One overwrite commit whose data files are the staged files, where they are (in the table's folder).
-        The commit removes every file of the previous version; until it lands, the new files are unreferenced,
-        so a run killed here leaves the table as it was."""
+    def _commit_delta_rs(self, table: str, target: Location, run_id: str, mode: str = "overwrite") -> None:
+        """One overwrite (or append) commit whose data files are the staged files, where they are (in the table's
+        folder). An overwrite removes every file of the previous version; until it lands, the new files are
+        unreferenced, so a run killed here leaves the table as it was."""
         from deltalake.transaction import CommitProperties
 
         staged = self.staged(table)
         actions = (_add_action(target, f, values) for f, values in data_files(staged))
         adds = [a for a in actions if a is not None]
         _transaction(target, arrow_schema(table), adds, partition_columns(table),
-                     CommitProperties(custom_metadata=commit_metadata(run_id)))
+                     CommitProperties(custom_metadata=commit_metadata(run_id)), mode)
 
     def _staged_batches(self, table: str) -> pa.RecordBatchReader:
         """The staged table, batch by batch with its contract's Arrow types (the driver never holds it whole)."""
@@ -163,14 +167,14 @@ class TableSink:
         batches = data.to_batches() if data is not None else []
         return pa.RecordBatchReader.from_batches(schema, (batch.cast(schema) for batch in batches))
 
-    def _commit_spark(self, table: str, target: Location, run_id: str) -> None:
+    def _commit_spark(self, table: str, target: Location, run_id: str, mode: str = "overwrite") -> None:
         from jobs.runtime.spark_types import spark_schema
 
         staged = self.staged(table)
         frame = self.spark.read.schema(spark_schema(table)).parquet(staged.hadoop_uri) if staged.exists() else \
             self.spark.createDataFrame([], spark_schema(table))
-        frame.write.format("delta").partitionBy(*partition_columns(table)).mode("overwrite") \
-            .option("overwriteSchema", "true") \
+        frame.write.format("delta").partitionBy(*partition_columns(table)).mode(mode) \
+            .option("overwriteSchema", str(mode == "overwrite").lower()) \
             .option("userMetadata", spark_user_metadata(run_id)).save(target.hadoop_uri)
 
     def _snapshot_delta_rs(self, table: str, target: Location, run_id: str, as_of: datetime) -> None:
@@ -191,17 +195,19 @@ class TableSink:
             .option("userMetadata", spark_user_metadata(run_id)).save(target.hadoop_uri)
 
 
-def _transaction(target: Location, schema: pa.Schema, adds: list, partitions: list[str], properties: Any) -> None:
-    """Replace the table at `target` by the files `adds` (creating it, with TABLE_PROPERTIES, the first time)."""
+def _transaction(target: Location, schema: pa.Schema, adds: list, partitions: list[str], properties: Any,
+                 mode: str = "overwrite") -> None:
+    """Replace the table at `target` by the files `adds`, or add them (`mode` append); the first time, create it
+    with TABLE_PROPERTIES."""
     from deltalake import DeltaTable, Schema
     from deltalake.transaction import create_table_with_add_actions
 
     delta_schema = Schema.from_arrow(schema)
     if is_table(target):
         DeltaTable(target.delta_uri, storage_options=target.storage_options).create_write_transaction(
-            adds, "overwrite", delta_schema, partitions or None, commit_properties=properties)
+            adds, mode, delta_schema, partitions or None, commit_properties=properties)
     else:
-        create_table_with_add_actions(target.delta_uri, delta_schema, adds, mode="overwrite",
+        create_table_with_add_actions(target.delta_uri, delta_schema, adds, mode=mode,
                                       partition_by=partitions or None, configuration=TABLE_PROPERTIES,
                                       storage_options=target.storage_options, commit_properties=properties)
 

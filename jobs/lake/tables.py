@@ -30,6 +30,10 @@ TABLES = (
     "end_offsets_history",
 )
 HISTORY_TABLES = ("offset_commits", "group_events", "group_status")
+# With --archive: every raw record read, appended to across runs (jobs.sources.archive), never replaced.
+ARCHIVE = "raw_records"
+# Every table a run may stage in <table>/run-<run id>/ and commit.
+STAGED_TABLES = (*TABLES, ARCHIVE)
 
 # State tables that `rebuild --snapshot` also keeps by as_of, in DIR/snapshots/<table> (not quarantine and
 # segment_errors: they describe the input, not the state at a moment).

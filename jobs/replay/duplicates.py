@@ -74,10 +74,23 @@ def deduplicate(rows: pa.Table) -> tuple[pa.Table, int, int]:
         return pa.concat_tables([kept, unplaced]), dropped, conflicts
     order = np.argsort(offset, kind="stable")
     rows, offset = rows.take(pa.array(order)), offset[order]
+    first, in_conflict = copies(rows, offset, _CONTENTS)
+    keep = first | in_conflict
+    dropped = int((~keep).sum())
+    rows = rows.filter(pa.array(keep))
+    if in_conflict.any():
+        error = pc.if_else(pa.array(in_conflict[keep]), pa.scalar(CONFLICT), rows.column("error"))
+        rows = rows.set_column(rows.column_names.index("error"), "error", error)
+    return rows, dropped, int(in_conflict.sum())
+
+
+def copies(rows: pa.Table, offset: np.ndarray, contents: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """For rows sorted by `offset` (their offsets, placed): (the first row at each offset, the rows at an offset
+    whose rows differ in some column of `contents`)."""
     first = np.concatenate([[True], offset[1:] != offset[:-1]])
     same = np.ones(len(offset), bool)  # the row has its group's first row's contents
     leader = np.maximum.accumulate(np.where(first, np.arange(len(offset)), 0))
-    for name in _CONTENTS:
+    for name in contents:
         column = rows.column(name)
         led = column.take(pa.array(leader))
         equal = pc.fill_null(pc.equal(column, led), False)
@@ -86,11 +99,4 @@ def deduplicate(rows: pa.Table) -> tuple[pa.Table, int, int]:
     group = np.cumsum(first) - 1
     conflicted = np.zeros(group[-1] + 1, bool)
     np.logical_or.at(conflicted, group, ~same)
-    in_conflict = conflicted[group]
-    keep = first | in_conflict
-    dropped = int((~keep).sum())
-    rows = rows.filter(pa.array(keep))
-    if in_conflict.any():
-        error = pc.if_else(pa.array(in_conflict[keep]), pa.scalar(CONFLICT), rows.column("error"))
-        rows = rows.set_column(rows.column_names.index("error"), "error", error)
-    return rows, dropped, int(in_conflict.sum())
+    return first, conflicted[group]

@@ -37,7 +37,7 @@ def get_spark(catalog: Path | None = None) -> SparkSession:
     `catalog`: a folder for Spark's Hive catalog in an embedded Derby database (jobs.lake.catalog), used when this
     process builds the session and the launcher configured no catalog or metastore.
     """
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
 
     # Python workers must run the interpreter that has offsets_codec and pyarrow installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -48,7 +48,10 @@ def get_spark(catalog: Path | None = None) -> SparkSession:
     launcher_conf: set[str] = set()
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Started by spark-submit: its JVM already holds the --conf values. (Reading SparkConf in a plain
-        # Python run would start the JVM before spark.driver.memory could be applied.)
+        # Python run would start the JVM before spark.driver.memory could be applied.) SparkConf() reads the
+        # JVM's settings only once this process is connected to it; before that it is an empty Python dict,
+        # and conf/offsetlake.toml's local[*] would replace spark-submit's --master.
+        SparkContext._ensure_initialized()  # noqa: SLF001 - connects to spark-submit's JVM, starts nothing
         launcher_conf = {k for k, _ in SparkConf().getAll()}
     starts_jvm = _starts_jvm()
     settings = dict(defaults()["spark"])

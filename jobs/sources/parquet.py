@@ -79,11 +79,18 @@ def plan_dump(root: Location | str, cores: int, task_bytes: int) -> tuple[tuple,
     """(tasks, bytes, the COLUMNS the dump has): the dump's row groups spread over tasks of at most about
     `task_bytes` (compressed), as many as `cores` at least, each with about as many records (a task's work is
     per record: compression varies with the keys)."""
+    files = dump_files(located(root))
+    planned, names = plan_row_groups(files, cores, task_bytes)
+    return planned, _bytes(files), tuple(c for c in COLUMNS if c in names)
+
+
+def plan_row_groups(files: list[tuple[Location, dict]], cores: int, task_bytes: int) -> tuple[tuple, set[str]]:
+    """(tasks, the column names found): `files`' row groups spread over tasks as `plan_dump` does (the archive's
+    files are planned so too: jobs.sources.archive)."""
     import math
 
     import pyarrow.parquet as pq
 
-    files = dump_files(located(root))
     groups: list[tuple[Location, int, int, int, dict]] = []  # (file, row group, compressed bytes, records, values)
     names: set[str] = set()
     records = 0
@@ -109,7 +116,7 @@ def plan_dump(root: Location | str, cores: int, task_bytes: int) -> tuple[tuple,
             task.append((path, [group], values))
         filled += rows
     planned = tuple(tuple((p, tuple(g), v) for p, g, v in t) for t in tasks if t)
-    return planned, _bytes(files), tuple(c for c in COLUMNS if c in names)
+    return planned, names
 
 
 def _compressed(group: Any) -> int:

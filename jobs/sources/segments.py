@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -70,6 +70,14 @@ class PartitionLog:
     size: int  # bytes, for the plan's log line
     topic: str = OFFSETS_TOPIC
 
+    def after(self, end: int) -> "PartitionLog":
+        """The segments that may hold offsets after `end` (an archived end: jobs.sources.archive): a segment
+        holds the offsets from its base up to the next one's base. Its size stays the whole log's."""
+        bases = [int(_SEGMENT.match(name).group(1)) for name in self.segments]
+        kept = [name for name, following in zip(self.segments, [*bases[1:], None])
+                if following is None or following > end + 1]
+        return replace(self, segments=tuple(kept))
+
 
 @dataclass(frozen=True)
 class Ignored:
@@ -89,7 +97,8 @@ class SegmentPlan:
 
 def plan_segments(location: str) -> SegmentPlan:
     """Find the partition folders under `location` (a log dir, a folder of log dirs, or one partition folder)."""
-    root = log_dir(location)
+    # Absolute: the tasks that read the segments may run in another working folder (a cluster's executors).
+    root = Path(os.path.abspath(log_dir(location)))
     found: dict[tuple[str, int], Path] = {}
     ignored: list[Ignored] = []
     for folder in _partition_folders(root, ignored):

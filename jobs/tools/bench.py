@@ -10,6 +10,10 @@ dump, each started the way a user starts it (interpreter, JVM and session start 
 * peer: a single-process pure-Python parser from PyPI (jobs/tools/bench_peer.py) in a throwaway virtualenv under
   the work folder; skipped, with a note, when it cannot be installed.
 
+With `--master URL` (`local[2]`, `spark://host:7077`, `yarn`), the floor and two more rebuilds run under pyspark's
+spark-submit on that master: the Spark runner as spark-submit and Databricks users get it (no local pool), with and
+without history, against the floor on the same master; the CLI's rebuilds stay beside them.
+
 Rounds alternate the processes (floor, rebuild, no-history, peer, floor, ...) so a slow spell of the
 machine falls on all of them; each figure is the median of its rounds.
 """
@@ -37,7 +41,7 @@ ARCHIVE_WAIT_SECONDS = 120  # a JVM writes its class archive in seconds once its
 
 
 def run_bench(records: int, dump: Path | None, work: Path, source_format: str = "parquet",
-              repeat: int = 1, peer: bool = True) -> dict[str, Any]:
+              repeat: int = 1, peer: bool = True, master: str | None = None) -> dict[str, Any]:
     """Generate (or reuse) a dump, then time the floor, the rebuild (with and without history) and the peer.
     Relative paths are the caller's working folder's: the processes timed get them absolute."""
     work = work.resolve()
@@ -66,11 +70,18 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
         "no_history": [sys.executable, "-m", "jobs.cli", "-q", "rebuild", "--source", source,
                        "--output", str(work / "tables-no-history"), "--no-history"],
     }
+    if master is not None:
+        submit = _spark_submit(master)
+        commands["floor"] = [*submit, str(HERE / "bench_floor.py"), str(dump)]
+        entry = str(HERE.parent / "__main__.py")
+        commands["spark_rebuild"] = [*submit, entry, "--source", source, "--output", str(work / "tables-spark")]
+        commands["spark_no_history"] = [*submit, entry, "--source", source,
+                                        "--output", str(work / "tables-spark-no-history"), "--no-history"]
     if peer_python is not None:
         commands["peer"] = [str(peer_python), "-I", str(HERE / "bench_peer.py"), str(dump)]
     archive = _with_jvm_archive(commands["no_history"])
     seconds: dict[str, list[float]] = {name: [] for name in commands}
-    peaks: dict[str, list[int]] = {name: [] for name in ("rebuild", "no_history")}
+    peaks: dict[str, list[int]] = {name: [] for name in commands if "rebuild" in name or "history" in name}
     outputs: dict[str, str] = {}
     for round_ in range(repeat):
         for name, command in commands.items():
@@ -103,11 +114,37 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
         "dump_mb": round(sum(p.stat().st_size for p in Path(dump).rglob("*.parquet")) / 2**20, 1),
         "jvm_archive": str(archive) if archive else None,
     }
+    if master is not None:
+        spark_summary = json.loads(outputs["spark_rebuild"].strip().splitlines()[-1])
+        result.update({
+            "master": master,
+            "spark_rebuild_seconds": median["spark_rebuild"],
+            "spark_no_history_seconds": median["spark_no_history"],
+            "spark_rebuild_vs_floor": round(median["spark_rebuild"] / median["floor"], 2),
+            "spark_no_history_vs_floor": round(median["spark_no_history"] / median["floor"], 2),
+            "spark_runner": spark_summary.get("runner"),
+            "spark_stages": spark_summary.get("spark_stages"),
+            "peak_mb_spark_rebuild": peaks["spark_rebuild"],
+            "peak_mb_spark_no_history": peaks["spark_no_history"],
+        })
     if peer_note:
         result["peer_note"] = peer_note
     else:
         result["peer_keys"] = json.loads(outputs["peer"].strip().splitlines()[-1])["keys"]
     return result
+
+
+def _spark_submit(master: str) -> list[str]:
+    """pyspark's own spark-submit on `master`, its Python workers this interpreter (the one with offsetlake's
+    dependencies); the driver's memory as conf/offsetlake.toml gives a local session."""
+    import pyspark
+
+    from jobs.config import defaults
+
+    home = Path(pyspark.__file__).resolve().parent
+    return [str(home / "bin" / "spark-submit"), "--master", master,
+            "--driver-memory", defaults()["spark"].get("spark.driver.memory", "2g"),
+            "--conf", f"spark.pyspark.python={sys.executable}", "--conf", "spark.ui.showConsoleProgress=false"]
 
 
 def _peak_mb(summary: dict[str, Any]) -> int:
@@ -140,7 +177,8 @@ def _timed(command: list[str]) -> tuple[float, str]:
     took = time.monotonic() - started
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"bench: {Path(command[1]).name} failed with status {done.returncode}: {tail}")
+        name = next((Path(c).name for c in command if c.endswith(".py")), Path(command[1]).name)
+        raise RuntimeError(f"bench: {name} failed with status {done.returncode}: {tail}")
     return took, done.stdout
 
 

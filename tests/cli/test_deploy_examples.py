@@ -61,11 +61,18 @@ def test_the_bundle_runs_an_entry_point_of_the_wheel_with_known_options():
 
 
 def spark_submit_arguments() -> tuple[list[str], list[str], str]:
-    """(spark-submit's options, the entry's arguments, the ENTRY assignment) of conf/spark-submit-daily.sh."""
+    """(spark-submit's options, the entry's arguments, the ENTRY assignment) of conf/spark-submit-daily.sh, each
+    optional group of options (an array the script fills when its variable is set: `"${NAME[@]}"`) in its place."""
     text = (REPO / "conf" / "spark-submit-daily.sh").read_text()
-    command = re.search(r"^exec spark-submit .*?(?<!\\)$", text.replace("\\\n", " "), re.M)
-    assert command, "no `exec spark-submit ...` command"
-    words = shlex.split(command.group(0))[2:]
+    command = re.search(r'^exec "\$SPARK_SUBMIT" .*?(?<!\\)$', text.replace("\\\n", " "), re.M)
+    assert command, 'no `exec "$SPARK_SUBMIT" ...` command'
+    arrays = {name: shlex.split(words) for name, words in re.findall(r"^\s*([A-Z_]+)=\(([^()]+)\)$", text, re.M)
+              if words.strip()}
+    words = []
+    for word in shlex.split(command.group(0))[2:]:
+        array = re.fullmatch(r"\$\{([A-Z_]+)\[@\]\}", word)
+        assert not array or arrays.get(array.group(1)), f"{word}: no non-empty {word[2:-4]}=(...) in the script"
+        words += arrays[array.group(1)] if array else [word]
     entry = words.index("$ENTRY")
     assignment = re.search(r"^ENTRY=(.*)$", text, re.M)
     assert assignment, "no ENTRY= line"
@@ -83,7 +90,7 @@ def test_the_cron_script_submits_the_wheels_entry_with_rebuild_options():
     assert '["rebuild"]' in (REPO / "jobs" / "__main__.py").read_text()
     unknown = set(flags(arguments)) - options_of(cli.commands["rebuild"])
     assert not unknown, f"not options of `offsetlake rebuild`: {sorted(unknown)}"
-    assert {"--source", "--output", "--snapshot", "--as-of"} <= set(flags(arguments))
+    assert {"--source", "--output", "--snapshot", "--as-of", "--kafka-config"} <= set(flags(arguments))
     assert "--packages" in submit and "--master" in submit  # spark-submit's own options stay before the entry
 
 

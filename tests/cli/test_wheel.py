@@ -3,28 +3,25 @@ it: the one whole-process Spark run of the front-door work, sharing its start be
 one. The rebuild keeps a snapshot and registers the tables in a local Derby catalog; a later Spark session,
 built from nothing but the catalog's spark-defaults.conf, then reads them by name.
 
-The virtualenv holds only the wheel (`--no-deps`); a .pth file lends it the running interpreter's
-site-packages for pyspark, pyarrow, deltalake and the rest, so nothing is downloaded.
+The wheel and its virtualenv are the run's (tests/wheel_env.py, the `wheel_venv` fixture): the virtualenv holds
+only the wheel (`--no-deps`); a .pth file lends it the running interpreter's site-packages for pyspark, pyarrow,
+deltalake and the rest, so nothing is downloaded.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 from offsets_log import MINUTE, T0, OffsetsLog, member
+from wheel_env import run
 
 from jobs.lake.tables import SNAPSHOT_TABLES, TABLES, snapshot_table
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = ["pyproject.toml", "README.md", "jobs", "offsets_codec", "schemas", "conf"]
 DATABASE = "lake"
 
 # Run by spark-submit inside the fresh virtualenv: the wheel's spark-submit entry (jobs/__main__.py of the
@@ -64,36 +61,10 @@ print("LATER " + json.dumps({
 '''
 
 
-def site_packages() -> list[str]:
-    """Where the running interpreter's dependencies are (never a hard-coded path)."""
-    paths = sysconfig.get_paths()
-    return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
-
-
-def run(args: list, **kwargs) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600, **kwargs)
-    assert result.returncode == 0, f"{args[:4]}...: {result.stderr[-3000:]}"
-    return result
-
-
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    """`python -m build` (sdist, then the wheel from it) from a copy of the checkout: the build's own
-    folders (build/, *.egg-info) never land in the work tree."""
-    pytest.importorskip("build", reason="`build` is a test extra: pip install -e '.[test]'")
-    base = tmp_path_factory.mktemp("wheel")
-    source = base / "src"
-    source.mkdir()
-    for name in SOURCES:
-        if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(REPO / name, source / name)
-    # --no-isolation: the build backend comes from this environment (setuptools is a test extra), not a download.
-    run([sys.executable, "-m", "build", "--no-isolation", "--outdir", base / "dist", source])
-    wheels = list((base / "dist").glob("offsetlake-*.whl"))
-    assert len(wheels) == 1 and len(list((base / "dist").glob("offsetlake-*.tar.gz"))) == 1
-    return wheels[0]
+def wheel(wheel_venv) -> Path:
+    """The run's wheel (tests/wheel_env.py: built once, shared with the cluster tests)."""
+    return wheel_venv.wheel
 
 
 def test_the_wheel_holds_every_package_and_the_data_read_at_run_time(wheel):
@@ -113,15 +84,9 @@ def test_the_wheel_holds_every_package_and_the_data_read_at_run_time(wheel):
 
 
 @pytest.fixture(scope="module")
-def installed(wheel, tmp_path_factory) -> Path:
+def installed(wheel_venv) -> Path:
     """A fresh virtualenv with the wheel alone; returns its python."""
-    venv = tmp_path_factory.mktemp("venv") / "env"
-    run([sys.executable, "-m", "venv", "--without-pip", venv])
-    python = venv / "bin" / "python"
-    purelib = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
-    (purelib / "offsetlake-deps.pth").write_text("\n".join(site_packages()) + "\n")
-    run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-index", wheel])
-    return python
+    return wheel_venv.python
 
 
 def test_spark_submit_rebuilds_with_the_installed_wheel_and_a_later_session_sees_the_catalog(installed,

@@ -115,6 +115,33 @@ def test_the_reading_commands_print_what_they_print_for_a_local_output(s3, lake,
     assert local_lines and remote_lines == local_lines
 
 
+def test_the_archive_there(s3, lake):
+    """rebuild --archive into the bucket: raw_records read back there (the plan's files, their row groups) and
+    appended to, each record once."""
+    import json
+
+    import jobs
+    from jobs.lake.runs import snapshot
+
+    tables = f"s3://{s3.bucket}/archived"
+    found = []
+    # The package's own entry (rebuild's options), from this checkout: the venv's `offsetlake` may be another's.
+    env = {**s3.env, "PYTHONPATH": str(Path(jobs.__file__).parents[1])}
+    for name in ("first", "second", "second"):
+        command = [sys.executable, "-m", "jobs", "--source", f"parquet:s3://{s3.bucket}/dumps/{name}", "--output",
+                   tables, "--end-offsets", f"s3://{s3.bucket}/ends.txt", "--archive", *s3.options]
+        result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=lake["cwd"], timeout=300)
+        assert result.returncode == 0, result.stderr
+        summary = json.loads(result.stdout.strip().splitlines()[-1])
+        found.append((summary["records_archived_before"], summary["records_new"]))
+    assert found == [(0, 5), (5, 3), (8, 0)]
+    remote = Location.parse(tables, s3.storage)
+    rows = snapshot(remote, ["raw_records"]).open("raw_records").to_pyarrow_table().to_pylist()
+    assert sorted((r["partition"], r["offset"]) for r in rows) == [(0, o) for o in range(8)]
+    assert read_tables(remote)["offset_commits"] == read_tables(lake["local"])["offset_commits"]
+    assert unreferenced_files(remote) == [] and not [k for k in s3.keys() if "_offsetlake_staging" in k]
+
+
 def bad_location(s3, tmp_path, *args: str, env: dict[str, str]) -> str:
     """Run a rebuild that must fail on a location: its one stderr line (exit 2, nothing left anywhere)."""
     before = s3.keys()

@@ -1,0 +1,231 @@
+"""The archive (`rebuild --archive`): every raw record a run reads, kept in DIR/raw_records across runs, so that
+the history tables still hold what the cluster has since compacted or deleted.
+
+* Before the source is planned, the driver reads what the archive holds at the newest complete run's version
+  (`Archive.open`): each partition's archived end, and for a dump every archived offset.
+* A live cluster's slices and a log dir's segments start after the archived end (jobs.sources.plan); a dump is
+  read whole. Each source task keeps the records not archived yet (`archive_chunk`; for a dump an anti-join on
+  the offset), stages them as raw_records rows of this run, and hands them on to the reduction.
+* The archived records are read again by tasks of their own (`ArchivedFiles`; their rows carry first_seen_run),
+  so the replay sees archive + new records, as a rebuild of every record ever seen would.
+* The sink appends the staged rows in one Delta commit before the run is recorded: a run that fails appends
+  nothing a reader sees, and the next run restores the table (jobs.lake.runs.restore_unfinished).
+
+A record is keyed by (topic, partition, offset) and archived once: its first copy. Copies with other bytes at
+one offset are quarantined by the replay (jobs.replay.duplicates) and archived by nobody (`unique`); a copy of an
+archived record is dropped unseen, the archived one being the record the earlier run replayed.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from urllib.parse import unquote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.lake.storage import Location
+from jobs.lake.tables import ARCHIVE, arrow_schema
+from jobs.replay.duplicates import SPAN_SCHEMA, copies, spans
+from jobs.replay.records import mask, numbers, records
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("offsetlake")
+OFFSETS_TOPIC = "__consumer_offsets"
+FIRST_SEEN = "first_seen_run"
+READ_SCHEMA = pa.schema([("read", pa.int64()), ("new", pa.int64())])
+# What a source task adds with the archive on: its new records as raw_records rows, their spans (records there
+# twice in this run: `unique`), and how many records it read and found new.
+OUTPUTS: dict[str, pa.Schema] = {ARCHIVE: arrow_schema(ARCHIVE), "archive_spans": SPAN_SCHEMA,
+                                 "archive_reads": READ_SCHEMA}
+# The raw columns an archived record is read back with (the contract's, its batch metadata and first_seen_run).
+COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control",
+           FIRST_SEEN)
+# What makes two copies of a record the same record (as jobs.replay.duplicates compares them).
+_CONTENTS = ("key", "value", "timestamp", "producer_id", "producer_epoch", "is_control")
+
+
+@dataclass(frozen=True)
+class ArchivedFiles:
+    """A task reading archived records: row groups of raw_records' files (jobs.sources.parquet's task layout)."""
+
+    groups: tuple
+
+
+@dataclass(frozen=True)
+class Archive:
+    """DIR/raw_records as the newest complete run left it: `version` (None: nothing archived yet), its data
+    files with their partition values, its records, each (topic, partition)'s highest archived offset (`ends`), and
+    for a dump every archived offset of each (`offsets`: the first and last offset of each run of consecutive
+    ones, which every task carries: few where the log was read whole). Two topics are archived:
+    `__consumer_offsets` and the share coordinator's `__share_group_state`."""
+
+    location: Location
+    version: int | None = None
+    files: tuple[tuple[Location, dict[str, str]], ...] = ()
+    records: int = 0
+    ends: dict[tuple[str, int], int] | None = None
+    offsets: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] | None = None
+
+    @classmethod
+    def open(cls, output: Location, exact: bool) -> "Archive":
+        """The archive under `output` (after the lock's recovery: an unfinished run's append is undone);
+        `exact`: also every archived offset (a dump is read whole and anti-joined)."""
+        from jobs.lake.runs import snapshot
+
+        tables = snapshot(output, [ARCHIVE])
+        where = output.child(ARCHIVE)
+        if ARCHIVE not in tables.versions:
+            return cls(where, ends={})
+        table = tables.open(ARCHIVE)
+        adds = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+        files = tuple((where.child(*unquote(a["path"]).split("/")), {"partition": str(a["partition.partition"])})
+                      for a in adds)
+        found = table.to_pyarrow_table(columns=["topic", "partition", "offset"])
+        ends = {(row["topic"], row["partition"]): row["offset_max"] for row in
+                found.group_by(["topic", "partition"]).aggregate([("offset", "max")]).to_pylist()}
+        offsets = None
+        if exact:
+            topic, partition = found.column("topic").to_numpy(zero_copy_only=False), numbers(found.column("partition"))
+            offset = numbers(found.column("offset"))
+            offsets = {(t, p): _ranges(np.sort(offset[(topic == t) & (partition == p)])) for t, p in ends}
+        log.info("the archive holds %d records of %d partitions (version %d)", found.num_rows, len(ends),
+                 tables.versions[ARCHIVE])
+        return cls(where, tables.versions[ARCHIVE], files, found.num_rows, ends, offsets)
+
+    def new(self, topic: np.ndarray, partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
+        """Per record: not archived yet. A dump's by its offset (anti-join); a live cluster's and a log dir's are
+        read in offset order, so what lies at or below a partition's archived end is archived."""
+        fresh = np.ones(len(offset), bool)
+        for t in np.unique(topic):
+            for p in np.unique(partition[topic == t]):
+                rows, at = (topic == t) & (partition == p), (str(t), int(p))
+                if self.offsets is not None:
+                    if at in self.offsets:
+                        fresh[rows] = ~_within(offset[rows], *self.offsets[at])
+                elif at in (self.ends or {}):
+                    fresh[rows] = offset[rows] > self.ends[at]
+        return fresh
+
+    def tasks(self, cores: int, task_bytes: int) -> tuple[ArchivedFiles, ...]:
+        """The archived records as source tasks, spread as a dump's row groups are."""
+        from jobs.sources.parquet import plan_row_groups
+
+        if not self.files:
+            return ()
+        planned, _ = plan_row_groups(list(self.files), cores, task_bytes)
+        return tuple(ArchivedFiles(groups) for groups in planned)
+
+
+def _ranges(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct offsets as the first and last offset of each run of consecutive ones."""
+    breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
+    return offsets[np.concatenate([[0], breaks])], offsets[np.concatenate([breaks - 1, [len(offsets) - 1]])]
+
+
+def _within(offset: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
+    """Per offset: inside one of the ranges [firsts[i], lasts[i]]."""
+    i = np.searchsorted(firsts, offset, side="right") - 1
+    return (i >= 0) & (offset <= lasts[np.maximum(i, 0)])
+
+
+def read_archived(task: ArchivedFiles) -> Iterator[pa.Table]:
+    """An archive task's raw batches (with first_seen_run: the chunk kernel replays them, never archives them)."""
+    from jobs.sources.parquet import read_row_groups
+
+    return read_row_groups(task.groups, list(COLUMNS))
+
+
+def archived_frame(spark: SparkSession, archive: Archive) -> DataFrame:
+    """The archived records as a Spark frame of the raw columns and first_seen_run (the partition from the
+    files' folders)."""
+    frame = spark.read.option("basePath", archive.location.hadoop_uri).parquet(*(f.hadoop_uri for f, _ in
+                                                                                  archive.files))
+    return frame.select(*COLUMNS)
+
+
+def archive_chunk(raw: Iterable[pa.Table | pa.RecordBatch], kernel: Callable[[Iterable[pa.Table]], Iterator],
+                  archive: Archive, run_id: str) -> Iterator[tuple[str, pa.Table]]:
+    """A source task with the archive on: archived rows (first_seen_run set) go to `kernel` (the chunk kernel)
+    as they are; of the source's rows, those already archived are dropped, and the new records are staged as
+    raw_records rows of run `run_id` and go to `kernel` too. Yields the kernel's outputs and OUTPUTS."""
+    found: list[tuple[str, pa.Table]] = []
+
+    def split() -> Iterator[pa.Table]:
+        for batch in raw:
+            table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+            archived = mask(pc.is_valid(table.column(FIRST_SEEN))) if FIRST_SEEN in table.column_names else \
+                np.zeros(table.num_rows, bool)
+            # A damage row of a log dir, or a record without a place (quarantined), is never archived.
+            problem = mask(pc.is_valid(table.column("problem"))) if "problem" in table.column_names else \
+                np.zeros(table.num_rows, bool)
+            partition, offset = table.column("partition"), table.column("offset")
+            placed = mask(pc.and_(pc.is_valid(partition), pc.is_valid(offset))) & (numbers(offset) >= 0) & ~problem
+            source = ~archived & placed
+            new = source.copy()
+            topic = table.column("topic").to_numpy(zero_copy_only=False) if "topic" in table.column_names else \
+                np.full(table.num_rows, OFFSETS_TOPIC, object)
+            new[source] = archive.new(topic[source], numbers(partition)[source], numbers(offset)[source])
+            fresh = table.filter(pa.array(new))
+            found.append((ARCHIVE, raw_records(fresh, run_id)))
+            found.append(("archive_spans", spans(records(fresh))))
+            found.append(("archive_reads", pa.table({"read": [int((~archived & ~problem).sum())],
+                                                     "new": [int(new.sum())]}, schema=READ_SCHEMA)))
+            yield table.filter(pa.array(archived | new | (~archived & ~placed)))
+
+    for item in kernel(split()):
+        yield item
+        yield from found
+        found.clear()
+    yield from found
+
+
+def raw_records(raw: pa.Table, run_id: str) -> pa.Table:
+    """A source's raw rows as raw_records rows first seen by run `run_id` (batch metadata: null where the
+    source has none)."""
+    schema = arrow_schema(ARCHIVE)
+    n = raw.num_rows
+    given = {
+        **{name: raw.column(name) for name in raw.column_names},
+        "timestamp": records(raw).column("record_timestamp") if n else pa.nulls(0, pa.timestamp("us", tz="UTC")),
+        FIRST_SEEN: pa.array([run_id] * n, pa.string()),
+    }
+    given.setdefault("topic", pa.array([OFFSETS_TOPIC] * n, pa.string()))
+    return pa.table([given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in schema],
+                    schema=schema)
+
+
+def unique(staged: Location) -> int:
+    """Keep one copy of each record a run staged more than once in raw_records (a dump that holds a record
+    twice): the first of identical copies; none of copies that differ (the replay quarantines them all).
+    Returns the copies removed. Runs on the driver, one partition at a time, only when some may be there."""
+    import pyarrow.parquet as pq
+
+    from jobs.lake.hive import data_files
+
+    by_partition: dict[str, list[Location]] = {}
+    for file, values in data_files(staged):
+        by_partition.setdefault(values.get("partition") or "", []).append(file)
+    removed = 0
+    for files in by_partition.values():
+        rows = pa.concat_tables([pq.read_table(f.path, filesystem=f.fs) for f in files])
+        # By topic, then offset: the two topics' records of one partition number are different records.
+        rows = rows.sort_by([("topic", "ascending"), ("offset", "ascending")])
+        keep = np.ones(rows.num_rows, bool)
+        topic = rows.column("topic").to_numpy(zero_copy_only=False)
+        for t in np.unique(topic):
+            at = np.flatnonzero(topic == t)
+            first, in_conflict = copies(rows.take(pa.array(at)), numbers(rows.column("offset"))[at], _CONTENTS)
+            keep[at] = first & ~in_conflict
+        if keep.all():
+            continue
+        removed += int((~keep).sum())
+        pq.write_table(rows.filter(pa.array(keep)), files[0].parent.child("unique.parquet").path,
+                       filesystem=files[0].fs)
+        for f in files:
+            f.remove()
+    return removed

@@ -1,0 +1,65 @@
+"""What `offsetlake bench` runs and how it reports it, with the processes faked: the timings themselves are the
+bench's business (whole processes, ratios), never a test's."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from jobs.tools import bench
+
+SUMMARY = {"records_read": 3, "groups": 1, "committed_offsets": 1, "runner": "local", "driver_jvm_peak_mb": 300}
+
+
+def fake_runs(monkeypatch, seconds: dict[str, float]) -> list[list[str]]:
+    """bench._timed replaced: each command 'takes' the seconds of the first key of `seconds` found in it."""
+    ran: list[list[str]] = []
+
+    def timed(command: list[str]) -> tuple[float, str]:
+        ran.append(command)
+        text = " ".join(command)
+        took = next(s for key, s in seconds.items() if key in text)
+        runner = "spark" if "__main__.py" in text else "local"
+        return took, json.dumps({**SUMMARY, "runner": runner}) + "\n"
+
+    monkeypatch.setattr(bench, "_timed", timed)
+    monkeypatch.setattr(bench, "_with_jvm_archive", lambda command: None)
+    return ran
+
+
+def a_dump(folder: Path) -> Path:
+    folder.mkdir()
+    pq.write_table(pa.table({"key": [b"k"], "value": [b"v"], "partition": [0], "offset": [0],
+                             "timestamp": pa.array([0], pa.timestamp("ms"))}), folder / "part-0.parquet")
+    return folder
+
+
+def test_with_a_master_the_floor_and_the_spark_runner_run_under_spark_submit_on_it(tmp_path, monkeypatch):
+    ran = fake_runs(monkeypatch, {"bench_floor": 10.0, "--no-history": 15.0, "__main__.py": 30.0, "jobs.cli": 20.0})
+    monkeypatch.setattr(bench, "check_source", lambda spec: None)
+    result = bench.run_bench(0, a_dump(tmp_path / "dump"), tmp_path / "work", repeat=1, peer=False,
+                             master="spark://127.0.0.1:7077")
+    submits = [c for c in ran if c[0].endswith("spark-submit")]
+    assert len(submits) == 3  # the floor and the Spark runner with and without history
+    for command in submits:
+        assert command[command.index("--master") + 1] == "spark://127.0.0.1:7077"
+    floor = next(c for c in submits if c[-2].endswith("bench_floor.py"))
+    assert floor[-1] == str(tmp_path / "dump")
+    entries = [c for c in submits if any(w.endswith("jobs/__main__.py") for w in c)]
+    assert {c[c.index("--output") + 1] for c in entries} == {
+        str(tmp_path / "work" / "tables-spark"), str(tmp_path / "work" / "tables-spark-no-history")}
+    assert result["master"] == "spark://127.0.0.1:7077" and result["spark_runner"] == "spark"
+    # Whichever figure a command's fake time gave: the no-history runs 15 s (spark's and the CLI's), the rest theirs.
+    assert (result["floor_seconds"], result["rebuild_seconds"], result["spark_rebuild_seconds"]) == (10.0, 20.0, 30.0)
+    assert result["spark_rebuild_vs_floor"] == 3.0 and result["spark_no_history_vs_floor"] == 1.5
+    assert result["rebuild_vs_floor"] == 2.0
+
+
+def test_without_a_master_nothing_runs_under_spark_submit(tmp_path, monkeypatch):
+    ran = fake_runs(monkeypatch, {"bench_floor": 10.0, "--no-history": 15.0, "jobs.cli": 20.0})
+    monkeypatch.setattr(bench, "check_source", lambda spec: None)
+    result = bench.run_bench(0, a_dump(tmp_path / "dump"), tmp_path / "work", peer=False)
+    assert not [c for c in ran if c[0].endswith("spark-submit")] and "master" not in result
+    assert result["no_history_vs_floor"] == 1.5
