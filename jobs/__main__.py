@@ -18,8 +18,13 @@ from jobs.cli import main  # noqa: E402
 
 GLOBAL_OPTIONS = ("--debug", "-q", "--quiet")  # `offsetlake`'s own options, taken wherever they stand
 
+
+def rebuild_arguments(arguments: list[str]) -> list[str]:
+    """The command line of `offsetlake rebuild` with `arguments`."""
+    return [*(a for a in arguments if a in GLOBAL_OPTIONS), "rebuild",
+            *(a for a in arguments if a not in GLOBAL_OPTIONS)]
+
+
 if __name__ == "__main__":
-    arguments = sys.argv[1:]
-    sys.argv[1:] = [*(a for a in arguments if a in GLOBAL_OPTIONS), "rebuild",
-                    *(a for a in arguments if a not in GLOBAL_OPTIONS)]
+    sys.argv[1:] = rebuild_arguments(sys.argv[1:])
     main()
