@@ -77,11 +77,13 @@ def ends(path: Path) -> Path:
     return path
 
 
-def rebuild(source: Path, out: Path, as_of: str = AS_OF, archive: bool = True, **options: Any) -> dict[str, Any]:
+def rebuild(source: Path, out: Path, as_of: str = AS_OF, archive: bool = True, spark: Any = None,
+            **options: Any) -> dict[str, Any]:
     options.setdefault("retention_minutes", 36 * 60)
-    cfg = RebuildConfig.build(source=f"parquet:{source}", output=str(out), as_of=as_of, engine="local", workers=0,
-                              archive=archive, no_history=True, **options)
-    return run(cfg)
+    runner = {"engine": "spark"} if spark is not None else {"engine": "local", "workers": 0}
+    cfg = RebuildConfig.build(source=f"parquet:{source}", output=str(out), as_of=as_of, archive=archive,
+                              no_history=True, **runner, **options)
+    return run(cfg, spark=spark)
 
 
 def state_tables(out: Path) -> dict[str, Any]:
@@ -214,3 +216,12 @@ def test_a_record_from_the_future_does_not_stop_the_next_run_from_resuming(input
     plain = tmp_path / "plain"
     rebuild(dump(future.rows, tmp_path / "union"), plain, archive=False, end_offsets=str(inputs["ends"]))
     assert_same(out, state_tables(plain))
+
+
+def test_the_spark_runner_resumes_as_the_local_one(spark, inputs, tmp_path):
+    out = tmp_path / "out"
+    one = rebuild(inputs["one"], out, as_of=FIRST_AS_OF, spark=spark)
+    two = rebuild(inputs["rest"], out, end_offsets=str(inputs["ends"]), spark=spark)
+    assert (two["runner"], two["resumed_from_run"]) == ("spark", one["run_id"])
+    assert two["records_read"] == len(inputs["log"].rows) - inputs["first"]
+    assert_same(out, inputs["plain"])
