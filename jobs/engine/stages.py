@@ -75,10 +75,11 @@ class Stages:
 
     def group_dataset(self, stage: str, name: str, group: int) -> pads.Dataset:
         """The rows of one group of coordinator partitions (the local runner's files of that group)."""
-        if stage == EARLIER:  # laid out by an earlier run, maybe in other groups: this group's partitions
+        if stage == EARLIER:  # laid out by an earlier run, in other groups: this group's rows, read once (a
+            # reduced log, a share of which a task holds well; read per partition, every file would be opened)
             partition = pc.field("coordinator_partition")
             mine = pc.equal(pc.subtract(partition, pc.multiply(pc.divide(partition, self.groups), self.groups)), group)
-            return _files(list(self.earlier), self.schemas[name]).filter(mine)
+            return pads.dataset(_files(list(self.earlier), self.schemas[name]).to_table(filter=mine))
         folder = self.folder(stage, name)
         if name in LOGS:
             files = [f for f, _ in data_files(folder.child(f"g{group:05d}"))]
