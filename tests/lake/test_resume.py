@@ -225,3 +225,32 @@ def test_the_spark_runner_resumes_as_the_local_one(spark, inputs, tmp_path):
     assert (two["runner"], two["resumed_from_run"]) == ("spark", one["run_id"])
     assert two["records_read"] == len(inputs["log"].rows) - inputs["first"]
     assert_same(out, inputs["plain"])
+
+
+@pytest.mark.parametrize("moment", ["staged", "committed:14"])
+def test_a_killed_run_leaves_the_state_as_it_was(inputs, tmp_path, moment):
+    """Killed with every table staged, or right after its state's commit (the 14th: 12 state tables, raw_records,
+    _replay_state) but before it is recorded: the next run resumes from the first one's state, and nothing of the
+    dead run's is left."""
+    import os
+    import subprocess
+    import sys
+
+    from jobs.kill_points import KILL_AT
+    from jobs.lake.runs import unreferenced_files
+
+    out = tmp_path / "out"
+    one = rebuild(inputs["one"], out, as_of=FIRST_AS_OF)
+    command = [sys.executable, "-m", "jobs.cli", "rebuild", "--source", f"parquet:{inputs['rest']}", "--output",
+               str(out), "--as-of", AS_OF, "--engine", "local", "--workers", "0", "--archive", "--no-history",
+               "--retention-minutes", str(36 * 60), "--end-offsets", str(inputs["ends"])]
+    killed = subprocess.run(command, capture_output=True, text=True, timeout=300, start_new_session=True,
+                            cwd=Path(jobs.pipeline.__file__).parents[1], env={**os.environ, KILL_AT: moment})
+    assert killed.returncode == -9, killed.stderr
+    three = rebuild(inputs["rest"], out, end_offsets=str(inputs["ends"]))
+    assert three["resumed_from_run"] == one["run_id"]
+    assert_same(out, inputs["plain"])
+    assert unreferenced_files(out) == []
+    if moment == "staged":
+        assert sorted(p.name for p in (out / REPLAY_STATE).iterdir() if p.name.startswith("run-")) == sorted([
+            f"run-{one['run_id']}", f"run-{three['run_id']}"])
