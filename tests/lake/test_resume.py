@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
 from runs import read_tables
 
@@ -254,3 +256,43 @@ def test_a_killed_run_leaves_the_state_as_it_was(inputs, tmp_path, moment):
     if moment == "staged":
         assert sorted(p.name for p in (out / REPLAY_STATE).iterdir() if p.name.startswith("run-")) == sorted([
             f"run-{one['run_id']}", f"run-{three['run_id']}"])
+
+
+operation = st.tuples(
+    st.integers(0, 1),  # coordinator partition
+    st.sampled_from(["commit", "commit", "commit", "tombstone", "marker", "group", "group_tombstone"]),
+    st.sampled_from(("g0", "g1")), st.sampled_from("ab"), st.integers(0, 1),
+    st.sampled_from([-1, -1, 201, 202]),  # producer: -1 plain
+    st.sampled_from(["COMMIT", "COMMIT", "ABORT"]),
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                HealthCheck.function_scoped_fixture])
+@given(operations=st.lists(operation, min_size=2, max_size=60), split=st.floats(0.1, 0.9),
+       first_as_of=st.floats(0.1, 1.0), as_of=st.floats(0.5, 1.0))
+def test_random_logs_split_anywhere_give_the_tables_of_one_rebuild(tmp_path_factory, operations, split, first_as_of,
+                                                                   as_of):
+    log = OffsetsLog()
+    for i, (coordinator, kind, group, topic, partition, producer, marker) in enumerate(operations):
+        at = T0 + i * MINUTE
+        if kind == "commit":
+            log.commit(group, topic, partition, offset=i, at=at, producer_id=producer, coordinator=coordinator)
+        elif kind == "tombstone":
+            log.delete_offset(group, topic, partition, at=at, producer_id=producer, coordinator=coordinator)
+        elif kind == "marker" and producer != -1:
+            log.marker(producer, marker, at=at, coordinator=coordinator)
+        elif kind == "group":
+            members = [member("m1", [topic], {topic: [partition]})] if partition else []
+            log.group(group, at, members=members, generation=i, coordinator=coordinator)
+        elif kind == "group_tombstone":
+            log.delete_group(group, at, coordinator=coordinator)
+    base = tmp_path_factory.mktemp("random")
+    cut = max(1, int(len(log.rows) * split))
+    moment = lambda f: str(T0 + int(len(operations) * f) * MINUTE)  # noqa: E731
+    options = {"retention_minutes": 20}
+    one = rebuild(dump(log.rows[:cut], base / "one"), base / "out", as_of=moment(first_as_of), **options)
+    two = rebuild(dump(log.rows[cut:], base / "two"), base / "out", as_of=moment(as_of), **options)
+    rebuild(dump(log.rows, base / "union"), base / "plain", as_of=moment(as_of), archive=False, **options)
+    assert two["resumed_from_run"] in (one["run_id"], None)
+    assert_same(base / "out", state_tables(base / "plain"))
