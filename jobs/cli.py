@@ -373,19 +373,26 @@ def sample(output: str, records: int, seed: int, end_offsets: str | None, log_di
 @click.option("--master", metavar="URL",
               help="Also time the Spark runner under spark-submit on this master (local[2], spark://HOST:PORT), "
                    "against the floor on the same master.")
+@click.option("--incremental", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), metavar="FRACTION",
+              help="Instead: time a --archive --no-history run of each partition's newest FRACTION of records, "
+                   "resuming from a run of the rest, against a full --no-history rebuild; compare their tables.")
 def bench(records: int, dump: str | None, work: str, source_format: str, repeat: int, no_peer: bool,
-          master: str | None) -> None:
+          master: str | None, incremental: float | None) -> None:
     """Time a rebuild against a Spark scan floor and a pure-Python peer, each a whole new process; prints
     one JSON line with the seconds, their ratios, and the rebuild's Spark stages and peak memory.
 
     Example: offsetlake bench --records 1000000 --repeat 3 [--master spark://127.0.0.1:7077]
+    [--incremental 0.01]
     """
     from jobs.config import output_folder
 
     output_folder(work, "--work", local=True)  # before a dump is generated there
 
-    from jobs.tools.bench import run_bench
+    from jobs.tools.bench import run_bench, run_incremental
 
+    if incremental is not None:
+        click.echo(json.dumps(run_incremental(records, Path(dump) if dump else None, Path(work), incremental, repeat)))
+        return
     click.echo(json.dumps(run_bench(records, Path(dump) if dump else None, Path(work), source_format,
                                     repeat, peer=not no_peer, master=master)))
 

@@ -20,21 +20,23 @@ from jobs.derive.end_offsets import Snapshots, history_rows, merge_history
 from jobs.derive.members import topic_names
 from jobs.derive.stage import INPUTS as DERIVE_INPUTS, OUTPUTS as DERIVE_OUTPUTS, DeriveSettings, derive_partition
 from jobs.engine import choose_runner
-from jobs.engine.stages import Stages
+from jobs.engine.stages import EARLIER, Stages
 from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
 from jobs.lake.sink import TableSink
-from jobs.lake.tables import ARCHIVE, TABLES, arrow_schema
-from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, newest_plausible, read_chunk
+from jobs.lake.tables import ARCHIVE, REPLAY_STATE, TABLES, arrow_schema
+from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk
 from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
 from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition
+from jobs.replay.resume import from_state
 from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS, replay_share_state
 from jobs.sources.archive import OUTPUTS as ARCHIVE_OUTPUTS, Archive, archive_chunk, unique
 from jobs.sources.end_offsets import is_live, live_cluster, load_end_offsets
 from jobs.sources import check_inputs
 from jobs.sources.plan import plan_source
+from jobs.sources.replay_state import ReplayState
 from jobs.sources.topic_ids import read_topic_ids
 from offsets_codec import SHARE_STATE_REGISTRY
 
@@ -62,17 +64,23 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     runner = choose_runner(cfg, spark)
     # Read once the lock's recovery has undone what an unfinished run appended.
     archive = Archive.open(cfg.output, exact=cfg.source.kind == "parquet") if cfg.archive else None
-    plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive)
+    # Without the history, the archive is kept reduced too, and the next run starts from that (jobs.replay.resume).
+    keep_log = archive is not None and not cfg.history
+    cutoff = cutoff_us(started_at, cfg.as_of)
+    resumed = ReplayState.open(cfg.output, cutoff, started_at) if keep_log else None
+    plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive, read_back=resumed is None)
     chunk_outputs = {**CHUNK_OUTPUTS, **(ARCHIVE_OUTPUTS if archive is not None else {})}
     replay_outputs = {**REPLAY_OUTPUTS, **SHARE_OUTPUTS}
-    stages = Stages(cfg.output, run_id, {**chunk_outputs, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan))
+    stages = Stages(cfg.output, run_id, {**chunk_outputs, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan),
+                    resumed.files if resumed is not None else ())
     runner.attach(stages)
     sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark)
     try:
         log.info("reading %s (%s runner)", cfg.source, runner.name)
         kill_point("read")
         fold = not cfg.history
-        kernel = partial(_chunk_kernel, started=started_at, as_of=cfg.as_of, archive=archive, run_id=run_id)
+        kernel = partial(_chunk_kernel, started=started_at, as_of=cfg.as_of, archive=archive, run_id=run_id,
+                         keep_late=keep_log)
         runner.read_source(plan, partial(kernel, fold=fold), chunk_outputs)
         log.info("read and checked %d task(s) of the source in %.1fs", len(plan.reads or ()) or 1,
                  time.monotonic() - started)
@@ -85,11 +93,15 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
             if removed:
                 log.warning("%d copies of records read twice were not archived", removed)
         moments = stages.read("chunks", "moments")
+        if resumed is not None:
+            moments = pa.concat_tables([moments, resumed.moments])
         as_of = cfg.as_of or newest_plausible(moments) or started_at
         kill_point("replayed")
-        settings = ReplaySettings(as_of, cfg.retention_ms, cfg.history, cfg.status_window, cfg.rate_window_ms)
-        runner.by_partition("replay", {"log": "chunks", "share_log": "chunks"},
-                            partial(_replay_kernel, settings=settings), replay_outputs)
+        settings = ReplaySettings(as_of, cfg.retention_ms, cfg.history, cfg.status_window, cfg.rate_window_ms,
+                                  keep_log)
+        inputs = {"log": "chunks", "share_log": "chunks", **({REPLAY_STATE: EARLIER} if resumed is not None else {})}
+        runner.by_partition("replay", inputs, partial(_replay_kernel, settings=settings, cutoff=cutoff),
+                            replay_outputs)
         counts = _counts(stages)
         log.info("replayed %d records (%d decoded, %d quarantined) as of %s, retention %d min, at %.1fs",
                  counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
@@ -106,13 +118,16 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         kill_point("staged")
         runner.close()
         summary = _summary(cfg, stages, sink, counts, moments, as_of, plan)
+        if keep_log:
+            summary["resumed_from_run"] = resumed.run_id if resumed is not None else None
         if lock.lost:
             raise RuntimeError(f"another run took the lock on {cfg.output} over: this run writes nothing")
         tables = [t for t in TABLES if cfg.history or t not in ("offset_commits", "group_events", "group_status")]
         # The archive grows by an append; with nothing archived by a complete run, it is replaced (a first run
         # that died after its append left rows no complete run holds).
         archived = [ARCHIVE] if archive is not None else []
-        sink.commit(as_of, str(cfg.source), tables=tables + archived,
+        kept = [REPLAY_STATE] if keep_log else []  # replaced, as the state tables are
+        sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
                     appends=tuple(archived) if archive is not None and archive.version is not None else ())
         vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
     except BaseException:
@@ -126,19 +141,27 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
 
 
 def _chunk_kernel(raw: Iterable[pa.Table], started: datetime, as_of: datetime | None, fold: bool,
-                  archive: Archive | None = None, run_id: str = "") -> Iterator[tuple[str, pa.Table]]:
+                  archive: Archive | None = None, run_id: str = "", keep_late: bool = False
+                  ) -> Iterator[tuple[str, pa.Table]]:
+    read = partial(read_chunk, started=started, as_of=as_of, fold=fold, keep_late=keep_late)
     if archive is None:
-        return read_chunk(raw, started, as_of, fold)
-    return archive_chunk(raw, partial(read_chunk, started=started, as_of=as_of, fold=fold), archive, run_id)
+        return read(raw)
+    return archive_chunk(raw, read, archive, run_id)
 
 
-def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings) -> Iterator[tuple[str, pa.Table]]:
+def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings, cutoff: int
+                   ) -> Iterator[tuple[str, pa.Table]]:
     """A coordinator partition of `__consumer_offsets` and the partition of `__share_group_state` of the same
-    number: two logs that share nothing but the number, replayed apart."""
-    if inputs["log"].num_rows:
-        yield from replay_partition(inputs["log"], settings)
-    if inputs["share_log"].num_rows:
-        yield from replay_share_state(inputs["share_log"], settings.as_of_us, settings.as_of)
+    number: two logs that share nothing but the number, replayed apart; each with the previous run's replay
+    state of it, when the run resumes from one (`cutoff`: this run's, which the state's whole rows are put by)."""
+    logs = {name: inputs[name] for name in ("log", "share_log")}
+    if REPLAY_STATE in inputs:
+        earlier = from_state(inputs[REPLAY_STATE], cutoff)
+        logs = {name: pa.concat_tables([rows, earlier[name]]) for name, rows in logs.items()}
+    if logs["log"].num_rows:
+        yield from replay_partition(logs["log"], settings)
+    if logs["share_log"].num_rows:
+        yield from replay_share_state(logs["share_log"], settings.as_of_us, settings.as_of, settings.keep_log)
 
 
 def _counts(stages: Stages) -> dict[str, Any]:

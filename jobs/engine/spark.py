@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from jobs.engine.stages import Stages, TaskOutputs
+from jobs.engine.stages import EARLIER, Stages, TaskOutputs
 from jobs.lake.tables import conform
 
 log = logging.getLogger("offsetlake")
@@ -124,6 +124,10 @@ class SparkRunner:
         from jobs.runtime.spark_types import spark_struct
 
         schema = self.stages.schemas[name]
+        if stage == EARLIER:
+            files = [f.hadoop_uri for f in self.stages.earlier]
+            return self.spark.read.schema(spark_struct(schema)).parquet(*files) if files else \
+                self.spark.createDataFrame([], spark_struct(schema))
         if self.stages.is_table(name):
             where, fields = self.stages.folder(stage, name), schema
         else:  # its envelope's folder: the kind is in the path, the output's struct in the files

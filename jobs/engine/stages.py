@@ -24,17 +24,20 @@ STATE = "_state"
 LOG_ROWS = 1 << 20
 ENVELOPE = "_envelope"  # the Spark runner's outputs of a pass, partitioned by kind (jobs.engine.spark)
 LOGS = ("log", "share_log")  # the records a source task leaves: the local runner writes them in a folder per group
+EARLIER = "earlier"  # the stage of what an earlier run left for this one to read (Stages.earlier: its files)
 
 
 @dataclass(frozen=True)
 class Stages:
     """Run `run_id`'s outputs under `output`: `schemas` gives each output's schema, `groups` how many groups of
-    coordinator partitions the passes after the source's are split into."""
+    coordinator partitions the passes after the source's are split into; `earlier`: the files of the one output an
+    earlier run left for this one, read as stage EARLIER (jobs.replay.resume)."""
 
     output: Location
     run_id: str
     schemas: dict[str, pa.Schema]
     groups: int
+    earlier: tuple[Location, ...] = ()
 
     @property
     def state(self) -> Location:
@@ -72,6 +75,11 @@ class Stages:
 
     def group_dataset(self, stage: str, name: str, group: int) -> pads.Dataset:
         """The rows of one group of coordinator partitions (the local runner's files of that group)."""
+        if stage == EARLIER:  # laid out by an earlier run, in other groups: this group's rows, read once (a
+            # reduced log, a share of which a task holds well; read per partition, every file would be opened)
+            partition = pc.field("coordinator_partition")
+            mine = pc.equal(pc.subtract(partition, pc.multiply(pc.divide(partition, self.groups), self.groups)), group)
+            return pads.dataset(_files(list(self.earlier), self.schemas[name]).to_table(filter=mine))
         folder = self.folder(stage, name)
         if name in LOGS:
             files = [f for f, _ in data_files(folder.child(f"g{group:05d}"))]

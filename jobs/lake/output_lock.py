@@ -163,13 +163,14 @@ def recover(output: Location, run_id: str) -> None:
     staging areas, the files they staged in table folders but never committed, and tables whose newest version
     a dead run committed, restored to the newest version of a complete run."""
     from jobs.lake.runs import committed_by, finished_runs, is_table, restore_unfinished
-    from jobs.lake.tables import SNAPSHOTS
+    from jobs.lake.tables import SNAPSHOTS, STAGED_TABLES
 
     finished = {r["run_id"] for r in finished_runs(output)} | {run_id}
     dead = {area.name for area in output.child(STAGING_DIR).children()} - finished
     # A finished run's folders hold files of versions it committed (time travel reads them); a run that never
     # finished may have committed some tables before it died: only the folders no version references go.
-    tables = [t for t in (*output.children(), *output.child(SNAPSHOTS).children()) if not t.name.startswith("_")]
+    tables = [t for t in (*output.children(), *output.child(SNAPSHOTS).children())
+              if not t.name.startswith("_") or t.name in STAGED_TABLES]
     for table in tables:
         for folder in table.children():
             dead_run = folder.name[len(RUN_FOLDER):] if folder.name.startswith(RUN_FOLDER) else None

@@ -32,8 +32,10 @@ TABLES = (
 HISTORY_TABLES = ("offset_commits", "group_events", "group_status")
 # With --archive: every raw record read, appended to across runs (jobs.sources.archive), never replaced.
 ARCHIVE = "raw_records"
+# With --archive --no-history: the reduced log the next such run starts from (jobs.replay.resume); internal.
+REPLAY_STATE = "_replay_state"
 # Every table a run may stage in <table>/run-<run id>/ and commit.
-STAGED_TABLES = (*TABLES, ARCHIVE)
+STAGED_TABLES = (*TABLES, ARCHIVE, REPLAY_STATE)
 
 # State tables that `rebuild --snapshot` also keeps by as_of, in DIR/snapshots/<table> (not quarantine and
 # segment_errors: they describe the input, not the state at a moment).
@@ -79,8 +81,9 @@ def query_name(table: str) -> str:
 
 
 def known_tables() -> tuple[str, ...]:
-    """TABLES, then every other table with a schema in schemas/ (tables a rebuild does not write each run)."""
-    others = sorted(p.stem for p in SCHEMA_DIR.glob("*.json") if p.stem not in TABLES)
+    """TABLES, then every other table with a schema in schemas/ (tables a rebuild does not write each run), but
+    the internal ones (`_replay_state`)."""
+    others = sorted(p.stem for p in SCHEMA_DIR.glob("*.json") if p.stem not in TABLES and not p.stem.startswith("_"))
     return TABLES + tuple(others)
 
 

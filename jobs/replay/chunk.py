@@ -28,12 +28,13 @@ OUTPUTS: dict[str, pa.Schema] = {"log": LOG_SCHEMA, "share_log": RECORD_SCHEMA, 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def read_chunk(raw: Iterable[pa.Table | pa.RecordBatch], started: datetime, as_of: datetime | None, fold: bool
-               ) -> Iterator[tuple[str, pa.Table]]:
+def read_chunk(raw: Iterable[pa.Table | pa.RecordBatch], started: datetime, as_of: datetime | None, fold: bool,
+               keep_late: bool = False) -> Iterator[tuple[str, pa.Table]]:
     """(output name, table) of a task's raw batches (the contract's columns). `started`: when the run started
     (what "the future" is measured from); `as_of`: the moment asked for (None: the newest plausible record's);
-    `fold`: reduce the log (jobs.replay.reduction) rather than keep it whole."""
-    cutoff = _us(as_of) if as_of is not None else future_cutoff(started)
+    `fold`: reduce the log (jobs.replay.reduction) rather than keep it whole; `keep_late`: but not the records
+    after the cutoff (a run that keeps its reduced log: jobs.replay.resume)."""
+    cutoff = cutoff_us(started, as_of)
     seen: list[tuple[str, pa.Table]] = []
 
     def checked() -> Iterator[pa.Table]:
@@ -56,7 +57,7 @@ def read_chunk(raw: Iterable[pa.Table | pa.RecordBatch], started: datetime, as_o
             seen.append(("moments", moments(found, started)))
             yield check(found)
 
-    reduced = prefold(checked(), cutoff) if fold else (whole(t, cutoff) for t in checked())
+    reduced = prefold(checked(), cutoff, keep_late) if fold else (whole(t, cutoff) for t in checked())
     for table in reduced:
         yield "log", table
         yield from seen
@@ -70,6 +71,11 @@ def _segment_errors(rows: pa.Table) -> pa.Table:
     columns = {"coordinator_partition": rows.column("partition"),
                **{f.name: pc.struct_field(problem, f.name) for f in problem.type}}
     return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def cutoff_us(started: datetime, as_of: datetime | None) -> int:
+    """The moment (epoch µs) after which a record is left out of the fold: as_of, or else the future."""
+    return _us(as_of) if as_of is not None else future_cutoff(started)
 
 
 def newest_plausible(found: pa.Table) -> datetime | None:

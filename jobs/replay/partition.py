@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import arrow_schema
+from jobs.lake.tables import REPLAY_STATE, arrow_schema
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.expiry import apply_expiry
@@ -24,6 +24,8 @@ from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_
                                  consume_rates, offset_commits)
 from jobs.replay.offsets import offset_state
 from jobs.replay.records import TIMESTAMP, mask, numbers
+from jobs.replay.reduction import combine
+from jobs.replay.resume import state_rows
 from jobs.replay.transactions import markers
 from offsets_codec import REGISTRY
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
@@ -38,6 +40,7 @@ class ReplaySettings:
     history: bool = True  # offset_commits, group_events, and what group_status and consume rates read
     status_window: int = 10  # group_status: commits judged per offset (Burrow's intervals)
     rate_window_ms: int = 15 * 60_000  # consumer_lag: rates over (as_of - this, as_of]
+    keep_log: bool = False  # leave the partition's folded log for the next run (jobs.replay.resume)
 
     @property
     def as_of_us(self) -> int:
@@ -61,6 +64,7 @@ OUTPUTS: dict[str, pa.Schema] = {
     "violations": VIOLATION_SCHEMA,
     "counts": COUNT_SCHEMA,
     "duplicates": DUPLICATE_SCHEMA,
+    REPLAY_STATE: arrow_schema(REPLAY_STATE),
 }
 GROUP_KEY = ["coordinator_partition", "group_id"]
 NON_OFFSET_TYPES = [t for t in REGISTRY if t not in OFFSET_COMMIT_TYPES]
@@ -70,6 +74,9 @@ def replay_partition(rows: pa.Table, settings: ReplaySettings) -> Iterator[tuple
     """(output name, table) for one coordinator partition's checked rows (with jobs.replay.reduction's fields)."""
     rows, duplicates, conflicts = deduplicate(rows)
     yield "duplicates", pa.table({"duplicates": [duplicates], "conflicts": [conflicts]}, schema=DUPLICATE_SCHEMA)
+    if settings.keep_log:  # the fold of every record so far: the next run starts from it, and so does this replay
+        rows = combine([rows])
+        yield REPLAY_STATE, state_rows(rows)
     yield "counts", count_rows(rows, settings.as_of_us)
     failed = mask(pc.is_valid(rows.column("error")))
     if failed.any():

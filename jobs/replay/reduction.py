@@ -10,6 +10,9 @@ that failed the check (the quarantine keeps them all), and records after the cut
 The fold is associative: a task folds its batches, and `combine` folds tasks' rows the same way, so any runner
 may split the log into any chunks. It is only right when no record is seen twice: jobs.replay.duplicates tells
 when chunks overlap, and the log is then replayed whole instead.
+
+A run that keeps its reduced log for the next one (jobs.replay.resume) keeps the records after the cutoff whole
+(`keep_late`): the next run's as_of may be later, and a folded row cannot be split at it.
 """
 from __future__ import annotations
 
@@ -55,14 +58,17 @@ def reducible(checked: pa.Table) -> np.ndarray:
     return plain & mask(pc.equal(checked.column("producer_id"), NO_PRODUCER))
 
 
-def prefold(checked: Iterable[pa.Table], cutoff_us: int | None) -> Iterator[pa.Table]:
+def prefold(checked: Iterable[pa.Table], cutoff_us: int | None, keep_late: bool = False) -> Iterator[pa.Table]:
     """A task's checked batches reduced: the rows that are not `reducible` whole, the reducible ones folded (the
-    newest per coordinator partition, key, side of the cutoff and tombstone or not). REDUCED_FIELDS added."""
+    newest per coordinator partition, key, side of the cutoff and tombstone or not). REDUCED_FIELDS added.
+    `keep_late`: the records after the cutoff stay whole."""
     folding: list[pa.Table] = []
     held = 0
     for batch in checked:
         rows = whole(batch, cutoff_us)
         fold = reducible(batch)
+        if keep_late:
+            fold &= ~mask(rows.column("after_as_of"))
         if not fold.all():
             yield rows.filter(pa.array(~fold))
         if fold.any():
@@ -76,9 +82,10 @@ def prefold(checked: Iterable[pa.Table], cutoff_us: int | None) -> Iterator[pa.T
 
 
 def combine(tables: list[pa.Table]) -> pa.Table:
-    """Several tasks' rows (`prefold`) as one task's: the folded rows folded again, the others as they are."""
+    """Several tasks' rows (`prefold`, or whole) as one task's: the folded rows folded again with the reducible
+    whole ones up to the cutoff, the others as they are. Only once no record is there twice."""
     rows = pa.concat_tables(tables)
-    folded = mask(rows.column("reduced"))
+    folded = mask(rows.column("reduced")) | (reducible(rows) & ~mask(rows.column("after_as_of")))
     if not folded.any():
         return rows
     return pa.concat_tables([rows.filter(pa.array(~folded)), _fold([rows.filter(pa.array(folded))])])

@@ -17,12 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.decode.check import check_share_state
-from jobs.lake.tables import TIMESTAMP, arrow_schema
+from jobs.lake.tables import REPLAY_STATE, TIMESTAMP, arrow_schema
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.records import mask
+from jobs.replay.resume import state_rows
 from offsets_codec import SHARE_STATE
-from offsets_codec.registry import SHARE_SNAPSHOT
+from offsets_codec.registry import SHARE_SNAPSHOT, SHARE_STATE_TOPIC
 
 # Delivery states as persisted (RecordState): 1 Acquired and 3 Archiving are never written.
 DELIVERY_STATES = {0: "Available", 2: "Acknowledged", 4: "Archived"}
@@ -96,11 +97,13 @@ def apply(state: ShareGroupOffset | None, record_type: int, value: dict | None, 
                    updates_since_snapshot=state.updates_since_snapshot + 1, record_offset=offset)
 
 
-def replay_share_state(rows: pa.Table, as_of_us: int, as_of: datetime) -> Iterator[tuple[str, pa.Table]]:
+def replay_share_state(rows: pa.Table, as_of_us: int, as_of: datetime, keep_log: bool = False
+                       ) -> Iterator[tuple[str, pa.Table]]:
     """(output name, table) of `__share_group_state` records (jobs.replay.records' RECORD_SCHEMA, any partitions):
     `quarantine` for those that cannot be read, `duplicates` (records read twice, as jobs.replay.duplicates
     tells them), `share_counts` (COUNT_SCHEMA, of this topic's types) and `share_state`: share_partition_state
-    rows, their topic not named yet (jobs.derive names it)."""
+    rows, their topic not named yet (jobs.derive names it). `keep_log`: also the records, once each, as
+    `_replay_state` rows (jobs.replay.resume)."""
     checked = check_share_state(rows)
     partitions = checked.column("coordinator_partition")
     states: dict[tuple, tuple[int, ShareGroupOffset]] = {}
@@ -108,6 +111,8 @@ def replay_share_state(rows: pa.Table, as_of_us: int, as_of: datetime) -> Iterat
         part, copies, conflicts = deduplicate(checked.filter(pc.is_null(partitions) if p is None else
                                                              pc.equal(partitions, p)))
         yield "duplicates", pa.table({"duplicates": [copies], "conflicts": [conflicts]}, schema=DUPLICATE_SCHEMA)
+        if keep_log:
+            yield REPLAY_STATE, state_rows(part, SHARE_STATE_TOPIC)
         part = part.append_column("records", pa.array(np.ones(part.num_rows, np.int64)))
         part = part.append_column("newest_timestamp", part.column("record_timestamp"))
         yield "share_counts", count_rows(part, as_of_us)

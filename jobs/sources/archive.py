@@ -89,10 +89,17 @@ class Archive:
         ends = {(row["topic"], row["partition"]): row["offset_max"] for row in
                 found.group_by(["topic", "partition"]).aggregate([("offset", "max")]).to_pylist()}
         offsets = None
-        if exact:
-            topic, partition = found.column("topic").to_numpy(zero_copy_only=False), numbers(found.column("partition"))
+        if exact:  # sorted once by (topic, partition, offset): a pass per partition would cost archive x partitions
+            topics = pc.dictionary_encode(found.column("topic")).combine_chunks()
+            topic, partition = numbers(topics.indices), numbers(found.column("partition"))
             offset = numbers(found.column("offset"))
-            offsets = {(t, p): _ranges(np.sort(offset[(topic == t) & (partition == p)])) for t, p in ends}
+            order = np.lexsort((offset, partition, topic))
+            topic, partition, offset = topic[order], partition[order], offset[order]
+            starts = np.flatnonzero(np.concatenate([[True], (topic[1:] != topic[:-1]) |
+                                                    (partition[1:] != partition[:-1])])) if len(order) else []
+            names = topics.dictionary.to_pylist()
+            offsets = {(names[topic[a]], int(partition[a])): _ranges(offset[a:b])
+                       for a, b in zip(starts, [*starts[1:], len(order)])}
         log.info("the archive holds %d records of %d partitions (version %d)", found.num_rows, len(ends),
                  tables.versions[ARCHIVE])
         return cls(where, tables.versions[ARCHIVE], files, found.num_rows, ends, offsets)

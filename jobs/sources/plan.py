@@ -88,13 +88,14 @@ class SourcePlan:
         return normalise(read_kafka(spark, self.kafka, list(self.tasks), self.kafka_reader), str(self.spec))
 
 
-def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int, archive: Any = None) -> SourcePlan:
+def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int, archive: Any = None, read_back: bool = True
+                ) -> SourcePlan:
     """Plan `spec` for `cores` workers (no Spark); with `archive` (jobs.sources.archive.Archive), after what it
-    holds, and its records too."""
+    holds, and its records too unless not `read_back` (a replay state stands for them: jobs.replay.resume)."""
     plan = _plan_source(spec, kafka, cores, (archive.ends if archive is not None else None) or {})
     if archive is None:
         return plan
-    return replace(plan, archive=archive, archived=archive.tasks(cores, TASK_BYTES))
+    return replace(plan, archive=archive, archived=archive.tasks(cores, TASK_BYTES) if read_back else ())
 
 
 def _plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int, ends: dict[tuple[str, int], int]

@@ -16,6 +16,11 @@ without history, against the floor on the same master; the CLI's rebuilds stay b
 
 Rounds alternate the processes (floor, rebuild, no-history, peer, floor, ...) so a slow spell of the
 machine falls on all of them; each figure is the median of its rounds.
+
+With `--incremental FRACTION` (`run_incremental`), the bench times a daily run instead: the dump split by offset
+into its older records and each partition's newest FRACTION, a full `--no-history` rebuild of the whole dump
+against a `--archive --no-history` run of the newest records only, which resumes from the state an untimed run
+of the older ones left (jobs.replay.resume); the two outputs' state tables must be equal.
 """
 from __future__ import annotations
 
@@ -201,3 +206,130 @@ def _peer_python(work: Path) -> tuple[Path | None, str | None]:
         return None, note
     marker.touch()
     return python, None
+
+
+# The tables a --no-history run leaves that describe the state at as_of (the incremental bench compares them).
+STATE_TABLES = ("committed_offsets", "expired_offsets", "consumer_groups", "group_members",
+                "group_target_assignments", "streams_topologies", "consumer_lag", "pending_transactions",
+                "quarantine", "share_partition_state")
+
+
+def run_incremental(records: int, dump: Path | None, work: Path, fraction: float, repeat: int = 1
+                    ) -> dict[str, Any]:
+    """Time a full `--no-history` rebuild of the dump against a `--archive --no-history` run of its newest
+    `fraction` of each partition's records, resuming from an untimed run of the rest; compare their state
+    tables. Each round's resumed run starts from a fresh copy of the first run's output."""
+    work = work.resolve()
+    if dump is None:
+        dump = work / f"dump-{records}"
+        if not any(dump.glob("*.parquet")):
+            log.info("generating a %d-record dump in %s", records, dump)
+            write_sample(dump, records, seed=7)
+    dump = dump.resolve()
+    check_source(SourceSpec("parquet", str(dump)))
+    older, newer = work / f"{dump.name}-older", work / f"{dump.name}-newest-{fraction}"
+    counts = split_dump(dump, fraction, older, newer)
+
+    def rebuild(source: Path, output: Path, *options: str) -> list[str]:
+        return [sys.executable, "-m", "jobs.cli", "-q", "rebuild", "--source", f"parquet:{source}",
+                "--output", str(output), "--no-history", *options]
+
+    first = work / "incremental-first"
+    shutil.rmtree(first, ignore_errors=True)
+    log.info("the first run, untimed: %d records", counts["older"])
+    _timed(rebuild(older, first, "--archive"))
+    full, resumed = work / "incremental-full", work / "incremental-resumed"
+    seconds: dict[str, list[float]] = {"full": [], "incremental": []}
+    summaries: dict[str, Any] = {}
+    for round_ in range(repeat):
+        log.info("round %d/%d: full", round_ + 1, repeat)
+        took, out = _timed(rebuild(dump, full))
+        seconds["full"].append(took)
+        summaries["full"] = json.loads(out.strip().splitlines()[-1])
+        shutil.rmtree(resumed, ignore_errors=True)
+        shutil.copytree(first, resumed)
+        log.info("round %d/%d: incremental", round_ + 1, repeat)
+        took, out = _timed(rebuild(newer, resumed, "--archive"))
+        seconds["incremental"].append(took)
+        summaries["incremental"] = json.loads(out.strip().splitlines()[-1])
+    median = {name: round(statistics.median(s), 2) for name, s in seconds.items()}
+    second = summaries["incremental"]
+    differ = [t for t in STATE_TABLES if _state_rows(full, t) != _state_rows(resumed, t)]
+    return {
+        "records": counts["older"] + counts["newer"],
+        "records_second_run": second["records_read"],
+        "full_seconds": median["full"],
+        "incremental_seconds": median["incremental"],
+        "incremental_vs_full": round(median["incremental"] / median["full"], 3),
+        "incremental_equal": not differ,
+        **({"incremental_differ": differ} if differ else {}),
+        "resumed_from_run": second.get("resumed_from_run"),
+        "as_of": [summaries["full"]["as_of"], second["as_of"]],
+        "committed_offsets": summaries["full"]["committed_offsets"],
+        "peak_mb_full": _peak_mb(summaries["full"]),
+        "peak_mb_incremental": _peak_mb(second),
+        "rounds": repeat,
+        "dump": str(dump),
+    }
+
+
+def split_dump(dump: Path, fraction: float, older: Path, newer: Path) -> dict[str, int]:
+    """Write `dump`'s records as two dumps: each (topic, partition)'s newest `fraction` of records (by offset) in
+    `newer`, the others in `older`; read batch by batch (a 20M-record dump: its offsets, not its records, held).
+    Returns the records of each."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+
+    data = pads.dataset(str(dump), format="parquet", partitioning="hive")
+    topics: dict[str, int] = {}
+
+    def where(table: Any) -> np.ndarray:
+        """Per record: its (topic, partition) as one number."""
+        partition = pc.fill_null(table.column("partition"), -1).to_numpy().astype(np.int64)
+        if "topic" not in table.column_names:
+            return partition
+        names = pc.fill_null(table.column("topic"), "").to_numpy(zero_copy_only=False)
+        codes = np.array([topics.setdefault(t, len(topics)) for t in np.unique(names)], np.int64)
+        return codes[np.searchsorted(np.unique(names), names)] << 32 | (partition & 0xFFFFFFFF)
+
+    placed = data.to_table(columns=["partition", "offset", *(["topic"] if "topic" in data.schema.names else [])])
+    key, offset = where(placed), placed.column("offset").to_numpy().astype(np.int64)
+    order = np.lexsort((offset, key))
+    key, offset = key[order], offset[order]
+    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    sizes = np.diff(np.append(starts, len(key)))
+    keys = key[starts]  # sorted
+    cuts = offset[starts + sizes - np.maximum(1, np.round(sizes * fraction)).astype(np.int64)]  # first newer offset
+    del placed, key, offset, order
+    counts = {"older": 0, "newer": 0}
+    for folder in (older, newer):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    writers = {side: pq.ParquetWriter(str(folder / "part-00000.parquet"), data.schema)
+               for side, folder in (("older", older), ("newer", newer))}
+    try:
+        for batch in data.to_batches():
+            table = pa.Table.from_batches([batch], data.schema)
+            at = np.searchsorted(keys, where(table))
+            new = table.column("offset").to_numpy().astype(np.int64) >= cuts[np.minimum(at, len(cuts) - 1)]
+            for side, rows in (("newer", new), ("older", ~new)):
+                part = table.filter(pa.array(rows))
+                writers[side].write_table(part)
+                counts[side] += part.num_rows
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return counts
+
+
+def _state_rows(output: Path, table: str) -> list[str]:
+    """A state table of the newest complete run under `output`, as sorted row texts."""
+    from jobs.lake.runs import snapshot
+
+    tables = snapshot(output, [table])
+    if table not in tables.versions:
+        return []
+    return sorted(repr(row) for row in tables.open(table).to_pyarrow_table().to_pylist())

@@ -63,3 +63,22 @@ def test_without_a_master_nothing_runs_under_spark_submit(tmp_path, monkeypatch)
     result = bench.run_bench(0, a_dump(tmp_path / "dump"), tmp_path / "work", peer=False)
     assert not [c for c in ran if c[0].endswith("spark-submit")] and "master" not in result
     assert result["no_history_vs_floor"] == 1.5
+
+
+def test_incremental_splits_each_partition_by_offset(tmp_path):
+    rows = pa.table({"key": [b"k"] * 7, "value": [b"v"] * 7, "partition": [0, 0, 0, 0, 1, 1, 0],
+                     "offset": [0, 1, 2, 3, 0, 1, 4], "timestamp": pa.array([0] * 7, pa.timestamp("ms"))})
+    (tmp_path / "dump").mkdir()
+    pq.write_table(rows, tmp_path / "dump" / "part-0.parquet")
+    counts = bench.split_dump(tmp_path / "dump", 0.4, tmp_path / "older", tmp_path / "newer")
+    assert counts == {"older": 4, "newer": 3}
+    newer = pq.read_table(tmp_path / "newer").sort_by([("partition", "ascending"), ("offset", "ascending")])
+    assert list(zip(newer.column("partition").to_pylist(), newer.column("offset").to_pylist())) == [
+        (0, 3), (0, 4), (1, 1)]
+
+
+def test_incremental_resumes_and_compares_the_tables(tmp_path):
+    """Real processes (`python -m jobs.cli`, this checkout's): a small generated dump."""
+    result = bench.run_incremental(3000, None, tmp_path / "work", 0.05)
+    assert result["incremental_equal"] is True and result["resumed_from_run"]
+    assert 0 < result["records_second_run"] < result["records"] // 10

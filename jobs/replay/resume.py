@@ -1,0 +1,72 @@
+"""The replay state (`rebuild --archive --no-history`): a run's reduced log, kept so that the next run replays it
+with the new records instead of the whole archive, at the cost of what is new.
+
+The fold is associative (jobs.replay.reduction): the replay of fold(archive) + new records is the replay of
+archive + new records, for every state table. So each partition's replay, once it has dropped copies, folds its
+rows again and leaves them as `_replay_state` rows (`state_rows`): the fold of every archived record, less what
+the archive does not hold either (copies that differ, records without a place). Share-state records are never
+folded (a ShareUpdate is a delta): they are kept whole, tagged with their topic. The next run reads them back
+(`from_state`) beside the new records.
+
+A folded row stands for records on one side of its run's cutoff, and the records after it are kept whole
+(`keep_late`): so the state serves any later as_of, whose cutoff is recomputed on the whole rows, but not an
+as_of before its newest folded record (`newest_folded`: the run then replays the archive).
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.lake.tables import REPLAY_STATE, arrow_schema
+from jobs.replay.chunk import LOG_SCHEMA
+from jobs.replay.counts import moments
+from jobs.replay.duplicates import CONFLICT
+from jobs.replay.records import RECORD_SCHEMA, TIMESTAMP, mask, numbers
+from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
+
+
+def state_rows(rows: pa.Table, topic: str = OFFSETS_TOPIC) -> pa.Table:
+    """One partition's rows, copies dropped (and, of the offsets topic, folded), as `_replay_state` rows: those
+    the archive holds, so not the conflicting copies nor the records without a place."""
+    n = rows.num_rows
+    offset = rows.column("record_offset")
+    kept = mask(pc.is_valid(rows.column("coordinator_partition"))) & mask(pc.is_valid(offset)) & \
+        (numbers(offset, -1) >= 0) & ~mask(pc.fill_null(pc.equal(rows.column("error"), CONFLICT), False))
+    given = {name: rows.column(name) for name in rows.column_names}
+    if topic != OFFSETS_TOPIC:  # a whole record of its own topic: it stands for itself
+        given = {name: given[name] for name in RECORD_SCHEMA.names}
+        given.update(records=pa.array(np.ones(n, np.int64)), newest_timestamp=rows.column("record_timestamp"),
+                     after_as_of=pa.array(np.zeros(n, bool)), reduced=pa.array(np.zeros(n, bool)))
+    given["topic"] = pa.array([topic] * n, pa.string())
+    schema = arrow_schema(REPLAY_STATE)
+    table = pa.table([given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in schema],
+                     schema=schema)
+    return table.filter(pa.array(kept))
+
+
+def from_state(state: pa.Table, cutoff_us: int) -> dict[str, pa.Table]:
+    """`_replay_state` rows as the replay's inputs: `log` (jobs.replay.chunk.LOG_SCHEMA), each whole row on its
+    side of this run's cutoff, and `share_log` (RECORD_SCHEMA)."""
+    share = mask(pc.equal(state.column("topic"), SHARE_STATE_TOPIC))
+    log = state.filter(pa.array(~share))
+    late = pc.greater(log.column("record_timestamp"), pa.scalar(cutoff_us, TIMESTAMP))
+    after = pc.if_else(log.column("reduced"), False, pc.fill_null(late, False))
+    log = log.set_column(log.column_names.index("after_as_of"), "after_as_of", after)
+    return {"log": log.select(LOG_SCHEMA.names).cast(LOG_SCHEMA),
+            "share_log": state.filter(pa.array(share)).select(RECORD_SCHEMA.names).cast(RECORD_SCHEMA)}
+
+
+def newest_folded(state: pa.Table) -> datetime | None:
+    """The newest record a folded row of `state` (newest_timestamp, reduced) stands for: no as_of before it can be
+    replayed from the state."""
+    folded = state.filter(pc.fill_null(state.column("reduced"), False))
+    return pc.max(folded.column("newest_timestamp")).as_py() if folded.num_rows else None
+
+
+def state_moments(state: pa.Table, started: datetime) -> pa.Table:
+    """The moments (jobs.replay.counts.MOMENT_SCHEMA) of `state` (newest_timestamp), as the records it stands for
+    would give them to the default as_of."""
+    return moments(pa.table({"record_timestamp": state.column("newest_timestamp")}), started)

@@ -1,0 +1,61 @@
+"""Where a `rebuild --archive --no-history` run starts: the replay state the newest complete run left
+(DIR/_replay_state, jobs.replay.resume), or, when there is none it can use, the archive read back whole.
+
+The state stands for the archive as that run left it, so only that run's own version counts: a run that did not
+keep one (with the history, or without the archive) leaves none, and the archive is replayed. A run that failed
+never advances it (the sink commits it with the run's other tables). Nothing else about the run matters: the state
+is the log before the replay, so retention, the status and rate windows, and the order in which the new records
+come do not change it; only an as_of before the newest record it folded does.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import unquote
+
+import pyarrow as pa
+
+from jobs.lake.storage import Location
+from jobs.lake.tables import REPLAY_STATE
+from jobs.replay.records import TIMESTAMP
+
+log = logging.getLogger("offsetlake")
+
+
+@dataclass(frozen=True)
+class ReplayState:
+    """The state run `run_id` left: its data files, its rows and their moments (MOMENT_SCHEMA: they count for
+    the default as_of as the records they stand for)."""
+
+    run_id: str
+    files: tuple[Location, ...]
+    rows: int
+    moments: pa.Table
+
+    @classmethod
+    def open(cls, output: Location, cutoff_us: int, started: datetime) -> "ReplayState | None":
+        """The state to start from under `output`, or None (logged: the archive is then read back): none was
+        left by the newest complete run, or `cutoff_us` (this run's as_of, or the future) comes before the
+        newest record it folded."""
+        from jobs.lake.runs import delta_table, snapshot
+        from jobs.replay.resume import newest_folded, state_moments
+
+        run = snapshot(output, []).run
+        version = {t["table"]: t["version"] for t in run["tables"]}.get(REPLAY_STATE) if run else None
+        if version is None:
+            log.info("no replay state from the newest complete run: the archive is read back and replayed whole")
+            return None
+        where = output.child(REPLAY_STATE)
+        table = delta_table(where, version)
+        found = table.to_pyarrow_table(columns=["newest_timestamp", "reduced"])
+        newest = newest_folded(found)
+        if newest is not None and pa.scalar(newest, TIMESTAMP).value > cutoff_us:
+            log.info("as_of is before the newest record run %s's replay state folded (%s): the archive is read back "
+                     "and replayed whole", run["run_id"], newest.isoformat())
+            return None
+        adds = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+        log.info("resuming from run %s's replay state (%d rows): the archive is not read back", run["run_id"],
+                 found.num_rows)
+        return cls(run["run_id"], tuple(where.child(*unquote(a).split("/")) for a in adds), found.num_rows,
+                   state_moments(found, started))
