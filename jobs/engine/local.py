@@ -19,11 +19,8 @@ import signal
 from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
-from jobs.engine.stages import Stages, TaskOutputs
-from jobs.kill_points import kill_point
+from jobs.engine.stages import Stages, chunk_task, partition_task
 
 log = logging.getLogger("offsetlake")
 ChunkKernel = Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]]
@@ -64,14 +61,14 @@ class LocalRunner:
 
     def read_source(self, plan: Any, kernel: ChunkKernel, outputs: dict[str, pa.Schema]) -> None:
         """Pass 1: every task of `plan` through `kernel`."""
-        self._all([(_chunk_task, (plan, task, index, kernel, outputs, self.stages))
+        self._all([(chunk_task, (plan, task, index, kernel, outputs, self.stages))
                    for index, task in enumerate(plan.reads)])
 
     def by_partition(self, stage: str, inputs: dict[str, str], kernel: PartitionKernel,
                      outputs: dict[str, pa.Schema]) -> None:
         """Pass 2 or 3: each group's rows of `inputs` (output name -> the stage that wrote it), partition by
         partition, through `kernel`; its outputs written as stage `stage`'s."""
-        self._all([(_partition_task, (stage, group, inputs, kernel, outputs, self.stages))
+        self._all([(partition_task, (stage, group, inputs, kernel, outputs, self.stages))
                    for group in range(self.stages.groups)])
 
     def _all(self, tasks: list[tuple[Callable, tuple]]) -> None:
@@ -162,38 +159,3 @@ def keep_freed_memory() -> None:
         return
     for parameter, value in ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 1 << 30), (_M_TOP_PAD, 64 << 20)):
         mallopt(parameter, value)
-
-
-def _chunk_task(plan: Any, task: Any, index: int, kernel: ChunkKernel, outputs: dict[str, pa.Schema],
-                stages: Stages) -> None:
-    writers = TaskOutputs(stages, "chunks", f"t{index:05d}", outputs)
-    kill_point("worker")
-    try:
-        for name, table in kernel(plan.read(task)):
-            writers.write(name, table)
-    finally:
-        writers.close()
-
-
-def _partition_task(stage: str, group: int, inputs: dict[str, str], kernel: PartitionKernel,
-                    outputs: dict[str, pa.Schema], stages: Stages) -> None:
-    """One group's coordinator partitions, one at a time: a task holds one partition's rows, not its group's."""
-    datasets = {name: stages.group_dataset(source, name, group) for name, source in inputs.items()}
-    writers = TaskOutputs(stages, stage, f"g{group:05d}", outputs)
-    try:
-        for partition in _partitions(datasets):
-            found = pc.field("coordinator_partition")
-            rows = found.is_null() if partition is None else found == partition
-            for name, table in kernel({name: data.to_table(filter=rows) for name, data in datasets.items()}):
-                writers.write(name, table)
-    finally:
-        writers.close()
-
-
-def _partitions(datasets: dict[str, pads.Dataset]) -> list[int | None]:
-    """The coordinator partitions the datasets hold rows of (None: rows without one), in order."""
-    found: set = set()
-    for data in datasets.values():
-        found |= set(pc.unique(data.to_table(columns=["coordinator_partition"]).column(0)).to_pylist())
-    return sorted(found, key=lambda p: (p is None, p if p is not None else 0))
-

@@ -1,12 +1,14 @@
-"""The Spark runner: the kernel run by Spark's tasks, on any cluster, from any source Spark can read.
+"""The Spark runner: the kernel's tasks run by Spark, on any cluster.
 
-Each pass is one Spark job over Arrow batches: the source's records through the chunk kernel (`mapInArrow`), then
-each coordinator partition's rows through the replay or the derivation (`groupBy("coordinator_partition")
-.applyInArrow`). A task writes the tables it makes itself, as the local runner's tasks do (jobs.engine.stages
-.TaskOutputs: the table's run folder, files named by the task's input, so a task run again replaces its files),
-and the sink commits those files. The other outputs travel back as one frame, an envelope: a `kind` column naming
-the output and one struct column per output, the row's own filled, which Spark writes once, partitioned by kind,
-where the next pass and the driver (jobs.engine.Stages.read) read them.
+Each pass is one Spark job whose tasks are the local runner's (jobs.engine.stages.chunk_task and
+partition_task): a source task reads its share of the source itself (a dump's row groups, a log dir's
+segments, a live partition's slice) and a partition task its group of coordinator partitions, each writing its
+outputs where the next pass and the sink read them (the run's staging area and the tables' run folders, through
+jobs.lake.storage). Spark schedules, places and retries them; no record crosses the JVM. A task's files are
+named by its input (a source task, a group), so a task Spark runs again replaces what its first attempt wrote.
+
+Only Spark's own Kafka source (--kafka-reader spark, its jar on the classpath) is read by Spark: its frame goes
+through the source kernel with `mapInArrow`, each Spark task a source task.
 """
 from __future__ import annotations
 
@@ -15,8 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from jobs.engine.stages import EARLIER, Stages, TaskOutputs
-from jobs.lake.tables import conform
+from jobs.engine.stages import Stages, TaskOutputs, chunk_task, partition_task
 
 log = logging.getLogger("offsetlake")
 
@@ -39,7 +40,8 @@ class SparkRunner:
         self._work = SparkWork(spark, f"offsetlake rebuild {cfg.source}")
 
     def groups(self, plan: Any) -> int:
-        return 1  # Spark groups by coordinator partition itself
+        """Groups of coordinator partitions, as the local runner makes them for as many cores."""
+        return 2 * self.cores
 
     def attach(self, stages: Stages) -> None:
         self.stages = stages
@@ -56,137 +58,64 @@ class SparkRunner:
 
     def read_source(self, plan: Any, kernel: Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]],
                     outputs: dict[str, pa.Schema]) -> None:
-        """Pass 1: the source's records through `kernel`, task by task."""
-        stages, tables = self.stages, self._tables(outputs)
-        envelope = _Envelope({name: schema for name, schema in outputs.items() if name not in tables})
-
-        def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            from pyspark import TaskContext
-
-            written = TaskOutputs(stages, "chunks", f"t{TaskContext.get().partitionId():05d}", tables)
-            try:
-                for name, table in kernel(batches):
-                    if name in tables:
-                        written.write(name, table)
-                    else:
-                        yield from envelope.wrap(name, table)
-            finally:
-                written.close()
-
-        self.spark.sparkContext.setJobDescription("offsetlake: read, check and reduce the source")
-        self._lay_out("chunks", plan.frame(self.spark).mapInArrow(each, envelope.spark_schema()), envelope)
+        """Pass 1: every task of `plan` through `kernel`."""
+        stages = self.stages
+        if _read_by_spark(self.spark, plan):
+            self._through_frame(plan, kernel, outputs)
+            return
+        tasks = plan.reads
+        log.info("Spark's tasks read the source's %d task(s) themselves", len(tasks))
+        self._run("read, check and reduce the source", len(tasks),
+                  lambda index: chunk_task(plan, tasks[index], index, kernel, outputs, stages))
 
     def by_partition(self, stage: str, inputs: dict[str, str], kernel: Callable[[dict[str, pa.Table]],
                      Iterator[tuple[str, pa.Table]]], outputs: dict[str, pa.Schema]) -> None:
-        """Pass 2 or 3: each coordinator partition's rows of `inputs` (output name -> the stage that wrote it)
-        through `kernel`."""
-        from pyspark.sql import functions as F
-
-        given = _Envelope({name: self.stages.schemas[name] for name in inputs})
-        frames = []
-        for name, source in inputs.items():
-            frame = self._read(source, name)
-            others = [F.lit(None).cast(given.spark_schema()[n].dataType).alias(n) for n in inputs if n != name]
-            frames.append(frame.select(F.col("coordinator_partition").alias("_partition"), F.lit(name).alias("kind"),
-                                       F.struct(*frame.columns).alias(name), *others).select(
-                "_partition", "kind", *inputs))
-        union = frames[0]
-        for frame in frames[1:]:
-            union = union.unionByName(frame)
-        stages, tables = self.stages, self._tables(outputs)
-        envelope = _Envelope({name: schema for name, schema in outputs.items() if name not in tables})
-
-        def each(table: pa.Table) -> pa.Table:
-            partition = table.column("_partition")[0].as_py() if table.num_rows else None
-            written = TaskOutputs(stages, stage, f"c{'null' if partition is None else f'{partition:05d}'}", tables)
-            wrapped = []
-            try:
-                for name, out in kernel(given.unwrap(table)):
-                    if name in tables:
-                        written.write(name, out)
-                    else:
-                        wrapped += envelope.wrap(name, out)
-            finally:
-                written.close()
-            return pa.Table.from_batches(wrapped, envelope.schema) if wrapped else envelope.schema.empty_table()
-
-        self.spark.sparkContext.setJobDescription(f"offsetlake: {stage} each coordinator partition")
-        self._lay_out(stage, union.groupBy("_partition").applyInArrow(each, envelope.spark_schema()), envelope)
+        """Pass 2 or 3: each group's rows of `inputs` (output name -> the stage that wrote it) through `kernel`."""
+        stages = self.stages
+        self._run(f"{stage} each coordinator partition", stages.groups,
+                  lambda group: partition_task(stage, group, inputs, kernel, outputs, stages))
 
     def close(self) -> None:
         pass
 
-    def _tables(self, outputs: dict[str, pa.Schema]) -> dict[str, pa.Schema]:
-        return {name: schema for name, schema in outputs.items() if self.stages.is_table(name)}
-
-    def _read(self, stage: str, name: str) -> Any:
-        """An output as a frame of its own schema."""
-        from jobs.runtime.spark_types import spark_struct
-
-        schema = self.stages.schemas[name]
-        if stage == EARLIER:
-            files = [f.hadoop_uri for f in self.stages.earlier]
-            return self.spark.read.schema(spark_struct(schema)).parquet(*files) if files else \
-                self.spark.createDataFrame([], spark_struct(schema))
-        if self.stages.is_table(name):
-            where, fields = self.stages.folder(stage, name), schema
-        else:  # its envelope's folder: the kind is in the path, the output's struct in the files
-            where, fields = self.stages.enveloped(stage, name), pa.schema([(name, pa.struct(list(schema)))])
-        if not where.exists():
-            return self.spark.createDataFrame([], spark_struct(schema))
-        frame = self.spark.read.schema(spark_struct(fields)).parquet(where.hadoop_uri)
-        return frame if self.stages.is_table(name) else frame.select(f"{name}.*")
-
-    def _lay_out(self, stage: str, frame: Any, envelope: "_Envelope") -> None:
-        """Run the pass: its tasks write their tables, and Spark the envelope of the rest (when there is a rest)."""
-        if envelope.outputs:
-            frame.write.partitionBy("kind").parquet(self.stages.enveloped(stage, "x").parent.hadoop_uri)
-        else:
-            frame.write.format("noop").mode("overwrite").save()
-
-
-class _Envelope:
-    """The frame a pass's outputs travel in: `kind`, and one struct column per output (jobs.engine.spark)."""
-
-    def __init__(self, outputs: dict[str, pa.Schema]) -> None:
-        self.outputs = outputs
-        self.schema = pa.schema([("kind", pa.string()), *((name, pa.struct(list(s))) for name, s in outputs.items())])
-
-    def spark_schema(self) -> Any:
-        from jobs.runtime.spark_types import spark_struct
-
-        return spark_struct(self.schema)
-
-    def wrap(self, name: str, table: pa.Table) -> Iterator[pa.RecordBatch]:
-        """`table`, output `name`, as envelope batches."""
-        if not table.num_rows:
+    def _run(self, what: str, count: int, task: Callable[[int], None]) -> None:
+        """One Spark job of `count` tasks, task i running `task(i)`."""
+        if not count:
             return
-        schema = self.outputs[name]
-        table = conform(table, name) if name in _tables() else table.select(schema.names).cast(schema)
-        for batch in table.to_batches(max_chunksize=20_000):
-            n = batch.num_rows
-            columns = [pa.array([name] * n, pa.string())]
-            for field in self.schema:
-                if field.name == "kind":
-                    continue
-                columns.append(pa.StructArray.from_arrays(batch.columns, fields=list(field.type)) if field.name == name
-                               else pa.nulls(n, field.type))
-            yield pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
-    def unwrap(self, table: pa.Table) -> dict[str, pa.Table]:
-        """An envelope table as its outputs' tables."""
-        import pyarrow.compute as pc
+        def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for index in batch.column(0).to_pylist():
+                    task(index)
+            yield pa.RecordBatch.from_pydict({"done": pa.array([1], pa.int32())})
 
-        found = {}
-        for name, schema in self.outputs.items():
-            rows = table.filter(pc.equal(table.column("kind"), name))
-            struct = rows.column(name).combine_chunks()
-            found[name] = pa.Table.from_arrays([pc.struct_field(struct, f.name) for f in schema], schema=schema) \
-                if rows.num_rows else schema.empty_table()
-        return found
+        self.spark.sparkContext.setJobDescription(f"offsetlake: {what}")
+        tasks = self.spark.range(count, numPartitions=count).selectExpr("cast(id as int) as task")
+        tasks.mapInArrow(each, "done int").write.format("noop").mode("overwrite").save()
+
+    def _through_frame(self, plan: Any, kernel: Callable, outputs: dict[str, pa.Schema]) -> None:
+        """Pass 1 over the frame Spark reads (Spark's Kafka source): each Spark task a source task."""
+        stages = self.stages
+
+        def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from pyspark import TaskContext
+
+            written = TaskOutputs(stages, "chunks", f"t{TaskContext.get().partitionId():05d}", outputs)
+            try:
+                for name, table in kernel(batches):
+                    written.write(name, table)
+            finally:
+                written.close()
+            yield pa.RecordBatch.from_pydict({"done": pa.array([1], pa.int32())})
+
+        self.spark.sparkContext.setJobDescription("offsetlake: read, check and reduce the source")
+        plan.frame(self.spark).mapInArrow(each, "done int").write.format("noop").mode("overwrite").save()
 
 
-def _tables() -> tuple[str, ...]:
-    from jobs.lake.tables import STAGED_TABLES
+def _read_by_spark(spark: Any, plan: Any) -> bool:
+    """The source is one only Spark reads: a live cluster through Spark's own Kafka source."""
+    if plan.spec.kind != "kafka":
+        return False
+    from jobs.sources.kafka_spark import choose_reader
 
-    return STAGED_TABLES
+    return choose_reader(spark, plan.kafka_reader) == "spark"

@@ -1,6 +1,11 @@
-"""Where a run's passes keep their outputs, whichever runner runs them: a contract table in its own folder under
-the run's name (`<table>/run-<run id>/`, which jobs.lake.sink commits where it is), anything else in the run's
-staging area (`_offsetlake_staging/<run id>/_state/<stage>/<name>`). On any filesystem: paths are Locations.
+"""The kernel's tasks, whichever runner runs them (forked workers or Spark's executors), and where they keep their
+outputs: a contract table in its own folder under the run's name (`<table>/run-<run id>/`, which jobs.lake.sink
+commits where it is), anything else in the run's staging area (`_offsetlake_staging/<run id>/_state/<stage>/
+<name>`). On any filesystem: paths are Locations.
+
+* `chunk_task`: one task of the source's plan, read by the task itself, through the source kernel;
+* `partition_task`: one group of coordinator partitions, partition by partition, through the replay's or the
+  derivation's kernel.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from jobs.kill_points import kill_point
 from jobs.lake.hive import data_files
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
 from jobs.lake.storage import Location
@@ -22,7 +28,6 @@ NULL_GROUP = 0  # the group of records without a coordinator partition (all quar
 STATE = "_state"
 # The log rows a task holds before it writes them, a row group per coordinator partition.
 LOG_ROWS = 1 << 20
-ENVELOPE = "_envelope"  # the Spark runner's outputs of a pass, partitioned by kind (jobs.engine.spark)
 LOGS = ("log", "share_log")  # the records a source task leaves: the local runner writes them in a folder per group
 EARLIER = "earlier"  # the stage of what an earlier run left for this one to read (Stages.earlier: its files)
 
@@ -50,22 +55,9 @@ class Stages:
         return self.output.child(name, RUN_FOLDER + self.run_id) if self.is_table(name) else \
             self.state.child(stage, name)
 
-    def enveloped(self, stage: str, name: str) -> Location:
-        """Where the Spark runner keeps output `name` of `stage` in its envelope."""
-        return self.state.child(stage, ENVELOPE, f"kind={name}")
-
     def read(self, stage: str, name: str, columns: list[str] | None = None, filter: Any = None) -> pa.Table:
         """All of an output (on the driver: only what is small), or its `columns`, rows matching `filter`."""
-        schema = self.schemas[name]
-        enveloped = self.enveloped(stage, name)
-        if not self.folder(stage, name).exists() and enveloped.exists():
-            files = [f.path for f, _ in data_files(enveloped)]
-            struct = pads.dataset(files, format="parquet", filesystem=enveloped.fs).to_table(columns=[name]).column(name)
-            rows = pa.table([pc.struct_field(struct, f.name) for f in schema], schema=schema) if len(struct) \
-                else schema.empty_table()
-            rows = rows.filter(filter) if filter is not None else rows
-            return rows.select(columns) if columns is not None else rows
-        return self._dataset(self.folder(stage, name), schema).to_table(columns=columns, filter=filter)
+        return self._dataset(self.folder(stage, name), self.schemas[name]).to_table(columns=columns, filter=filter)
 
     def clear(self, stage: str, outputs: dict[str, pa.Schema]) -> None:
         """Remove what `stage` wrote (to run it again)."""
@@ -183,3 +175,38 @@ def write_partitioned(table: pa.Table, folder: Location, basename: str, name: st
                        basename_template=f"{basename}-{{i}}.parquet", partitioning=partitioning,
                        existing_data_behavior="overwrite_or_ignore", max_partitions=days + 1, use_threads=False,
                        file_options=options)
+
+
+def chunk_task(plan: Any, task: Any, index: int, kernel: Any, outputs: dict[str, pa.Schema], stages: Stages) -> None:
+    """Task `index` of the source's plan: its raw batches through `kernel`, its outputs written as stage chunks'."""
+    writers = TaskOutputs(stages, "chunks", f"t{index:05d}", outputs)
+    kill_point("worker")
+    try:
+        for name, table in kernel(plan.read(task)):
+            writers.write(name, table)
+    finally:
+        writers.close()
+
+
+def partition_task(stage: str, group: int, inputs: dict[str, str], kernel: Any, outputs: dict[str, pa.Schema],
+                   stages: Stages) -> None:
+    """One group's coordinator partitions, one at a time: a task holds one partition's rows, not its group's."""
+    datasets = {name: stages.group_dataset(source, name, group) for name, source in inputs.items()}
+    writers = TaskOutputs(stages, stage, f"g{group:05d}", outputs)
+    try:
+        for partition in _partitions(datasets):
+            found = pc.field("coordinator_partition")
+            rows = found.is_null() if partition is None else found == partition
+            for name, table in kernel({name: data.to_table(filter=rows) for name, data in datasets.items()}):
+                writers.write(name, table)
+    finally:
+        writers.close()
+
+
+def _partitions(datasets: dict[str, pads.Dataset]) -> list[int | None]:
+    """The coordinator partitions the datasets hold rows of (None: rows without one), in order."""
+    found: set = set()
+    for data in datasets.values():
+        found |= set(pc.unique(data.to_table(columns=["coordinator_partition"]).column(0)).to_pylist())
+    return sorted(found, key=lambda p: (p is None, p if p is not None else 0))
+

@@ -177,8 +177,9 @@ def test_the_spark_runner_reads_the_cluster_as_the_local_runner_does(spark, clus
     assert result.exit_code == 0, (result.stdout, result.stderr)
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert (summary["runner"], kafka_summary["runner"]) == ("spark", "local")
-    assert "Spark reads the kafka snapshot with the python reader" in lines
+    assert "Spark's tasks read the source's 3 task(s) themselves" in lines
     assert "3 partitions, up to 12 records" in "\n".join(lines)
+    assert "read __consumer_offsets-1: 5 records in [0, 5)" in "\n".join(lines)  # by the task of the partition
     assert found(summary) == found(kafka_summary)
     for table in TABLES:
         assert rows(out, table, LIVE_ONLY.get(table, ())) == rows(kafka_out, table, LIVE_ONLY.get(table, ())), table
