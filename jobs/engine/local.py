@@ -1,12 +1,13 @@
 """The local runner: the kernel run by worker processes of this one, without a JVM.
 
 Workers are forked at the start, so they inherit this process's imports and nothing else. A run is three
-passes over files in the run's staging area (jobs.engine.Stages lays them out):
+passes of jobs.engine.stages's tasks over files in the run's staging area:
 1. each source task (jobs.sources.plan) read, checked and reduced (jobs.replay.chunk); its log rows are written
    by group of coordinator partitions, the group being the partition modulo the run's `groups`;
 2. each group's log replayed, partition by partition (jobs.replay.partition);
 3. each group's replayed state derived (jobs.derive.stage).
-A group is one task of passes 2 and 3, so a partition's rows meet in one process, as in Spark's grouping.
+A group is one task of passes 2 and 3, so a partition's rows meet in one process. The Spark runner runs the same
+tasks on Spark's executors.
 """
 from __future__ import annotations
 

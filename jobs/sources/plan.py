@@ -1,9 +1,8 @@
 """A source planned on the driver, before any record is read: its tasks, each a picklable description of a share
-of the log that any worker reads into raw Arrow batches (the contract's columns), and, for Spark, the same
-records as one frame.
+of the log that any worker (a forked process, a Spark executor) reads into raw Arrow batches (the contract's
+columns), and, for notebooks and Spark's own Kafka source, the same records as one Spark frame.
 
-* a Parquet dump: row groups spread over tasks of about TASK_BYTES (jobs.sources.parquet); Spark reads it with
-  its own Parquet reader;
+* a Parquet dump: row groups spread over tasks of about TASK_BYTES (jobs.sources.parquet);
 * log segments: one task per coordinator partition, its segments in base-offset order (jobs.sources.segments);
 * a live cluster: one task per offsets-topic partition, [log start, end) captured now (jobs.sources.kafka).
 
