@@ -248,3 +248,28 @@ class OffsetsLog:
 
 def _state_batches(batches) -> list[dict[str, int]]:
     return [{"FirstOffset": f, "LastOffset": last, "DeliveryState": s, "DeliveryCount": c} for f, last, s, c in batches]
+
+
+def random_log(operations: list[tuple]) -> OffsetsLog:
+    """A log of hypothesis-drawn operations, one a minute from T0: (coordinator partition, kind, group, topic,
+    partition, producer id (-1: plain), marker), kind one of commit, tombstone, marker, group, group_tombstone,
+    modern (a group of a KIP-848 family under its own id)."""
+    log = OffsetsLog()
+    for i, (coordinator, kind, group, topic, partition, producer, marker) in enumerate(operations):
+        at = T0 + i * MINUTE
+        if kind == "commit":
+            log.commit(group, topic, partition, offset=i, at=at, producer_id=producer, coordinator=coordinator)
+        elif kind == "tombstone":
+            log.delete_offset(group, topic, partition, at=at, producer_id=producer, coordinator=coordinator)
+        elif kind == "marker" and producer != -1:
+            log.marker(producer, marker, at=at, coordinator=coordinator)
+        elif kind == "group":
+            members = [member("m1", [topic], {topic: [partition]})] if partition else []
+            log.group(group, at, members=members, generation=i, coordinator=coordinator)
+        elif kind == "group_tombstone":
+            log.delete_group(group, at, coordinator=coordinator)
+        elif kind == "modern":  # a group of another family under its own id: the classic ids' offsets must not move
+            family = ("Consumer", "Share", "Streams")[i % 3]
+            log.record(f"{family}GroupMetadata", {"GroupId": f"modern-{family}-{group}"}, {"Epoch": i}, at,
+                       coordinator=coordinator)
+    return log

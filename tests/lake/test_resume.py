@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
+from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member, random_log
 from runs import read_tables
 
 import jobs.pipeline
@@ -273,20 +273,7 @@ operation = st.tuples(
        first_as_of=st.floats(0.1, 1.0), as_of=st.floats(0.5, 1.0))
 def test_random_logs_split_anywhere_give_the_tables_of_one_rebuild(tmp_path_factory, operations, split, first_as_of,
                                                                    as_of):
-    log = OffsetsLog()
-    for i, (coordinator, kind, group, topic, partition, producer, marker) in enumerate(operations):
-        at = T0 + i * MINUTE
-        if kind == "commit":
-            log.commit(group, topic, partition, offset=i, at=at, producer_id=producer, coordinator=coordinator)
-        elif kind == "tombstone":
-            log.delete_offset(group, topic, partition, at=at, producer_id=producer, coordinator=coordinator)
-        elif kind == "marker" and producer != -1:
-            log.marker(producer, marker, at=at, coordinator=coordinator)
-        elif kind == "group":
-            members = [member("m1", [topic], {topic: [partition]})] if partition else []
-            log.group(group, at, members=members, generation=i, coordinator=coordinator)
-        elif kind == "group_tombstone":
-            log.delete_group(group, at, coordinator=coordinator)
+    log = random_log(operations)
     base = tmp_path_factory.mktemp("random")
     cut = max(1, int(len(log.rows) * split))
     moment = lambda f: str(T0 + int(len(operations) * f) * MINUTE)  # noqa: E731

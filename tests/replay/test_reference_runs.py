@@ -8,14 +8,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from offsets_log import MINUTE, T0, OffsetsLog, member
+from offsets_log import MINUTE, T0, OffsetsLog, random_log
 from reference_replay import LogEntry, replay_log
 from runs import rebuild_tables
 
 GROUPS = ("g0", "g1", "g2")
 PRODUCERS = (201, 202, 203)
 YEAR = 365 * 24 * 60 * MINUTE
-MODERN_FAMILIES = ("Consumer", "Share", "Streams")
 
 operation = st.tuples(
     st.integers(0, 2),  # coordinator partition
@@ -24,28 +23,6 @@ operation = st.tuples(
     st.sampled_from([-1, -1, *PRODUCERS]),  # producer: -1 plain
     st.sampled_from(["COMMIT", "COMMIT", "ABORT"]),
 )
-
-
-def build(operations: list[tuple]) -> OffsetsLog:
-    log = OffsetsLog()
-    for i, (coordinator, kind, group, topic, partition, producer, marker) in enumerate(operations):
-        at = T0 + i * MINUTE
-        if kind == "commit":
-            log.commit(group, topic, partition, offset=i, at=at, producer_id=producer, coordinator=coordinator)
-        elif kind == "tombstone":
-            log.delete_offset(group, topic, partition, at=at, producer_id=producer, coordinator=coordinator)
-        elif kind == "marker" and producer != -1:
-            log.marker(producer, marker, at=at, coordinator=coordinator)
-        elif kind == "group":
-            members = [member("m1", [topic], {topic: [partition]})] if partition else []
-            log.group(group, at, members=members, generation=i, coordinator=coordinator)
-        elif kind == "group_tombstone":
-            log.delete_group(group, at, coordinator=coordinator)
-        elif kind == "modern":  # a group of another family under its own id: the classic ids' offsets must not move
-            family = MODERN_FAMILIES[i % len(MODERN_FAMILIES)]
-            log.record(f"{family}GroupMetadata", {"GroupId": f"modern-{family}-{group}"}, {"Epoch": i}, at,
-                       coordinator=coordinator)
-    return log
 
 
 def reference(log: OffsetsLog, as_of_ms: int):
@@ -88,7 +65,7 @@ def expected(want) -> dict:
                                                                 HealthCheck.function_scoped_fixture])
 @given(operations=st.lists(operation, min_size=1, max_size=120), cut=st.floats(0.2, 1.0))
 def test_the_local_runner_agrees_with_the_reference_replay(tmp_path_factory, operations, cut):
-    log = build(operations)
+    log = random_log(operations)
     as_of_ms = T0 + int(len(operations) * cut) * MINUTE
     tables = rebuild_tables(log, tmp_path_factory.mktemp("run"), as_of_ms=as_of_ms, retention_ms=100 * YEAR)
     assert observed(tables) == expected(reference(log, as_of_ms))
@@ -102,7 +79,7 @@ def test_the_spark_runner_agrees_with_the_local_runner_and_the_reference(spark, 
     kinds = ["commit"] * 4 + ["tombstone", "marker", "group", "group_tombstone", "modern"]
     operations = [(rnd.randrange(3), rnd.choice(kinds), rnd.choice(GROUPS), rnd.choice("ab"), rnd.randrange(2),
                    rnd.choice([-1, -1, *PRODUCERS]), rnd.choice(["COMMIT", "COMMIT", "ABORT"])) for _ in range(400)]
-    log = build(operations)
+    log = random_log(operations)
     as_of_ms = T0 + 300 * MINUTE
     local = rebuild_tables(log, tmp_path, as_of_ms=as_of_ms, retention_ms=100 * YEAR)
     on_spark = rebuild_tables(log, tmp_path, engine="spark", spark=spark, as_of_ms=as_of_ms, retention_ms=100 * YEAR)
