@@ -28,7 +28,7 @@ NULL_GROUP = 0  # the group of records without a coordinator partition (all quar
 STATE = "_state"
 # The log rows a task holds before it writes them, a row group per coordinator partition.
 LOG_ROWS = 1 << 20
-LOGS = ("log", "share_log")  # the records a source task leaves: the local runner writes them in a folder per group
+LOGS = ("log", "share_log")  # the records a source task leaves, written in a folder per group of partitions
 EARLIER = "earlier"  # the stage of what an earlier run left for this one to read (Stages.earlier: its files)
 
 
