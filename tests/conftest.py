@@ -79,3 +79,17 @@ def pytest_runtest_makereport(item, call):
         for cluster in RUNNING:
             report.sections.append(("Spark standalone cluster logs", cluster.logs()))
     return report
+
+
+# The modules that take minutes (a wheel built and spark-submitted, a standalone cluster, an S3 server), first:
+# with `--dist loadfile` each xdist worker then ends the run on short modules instead of one worker finishing a
+# long one alone.
+LONG_MODULES = ("tests/cli/test_cluster.py", "tests/cli/test_wheel.py", "tests/lake/test_object_store.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        module = item.nodeid.split("::")[0]
+        return next((i for i, name in enumerate(LONG_MODULES) if module.endswith(name)), len(LONG_MODULES))
+
+    items.sort(key=rank)
