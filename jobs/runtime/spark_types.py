@@ -1,7 +1,6 @@
-"""The tables' and the kernel's Arrow schemas as Spark sees them (Spark's own conversion, one place)."""
+"""The tables' Arrow schemas as Spark sees them (Spark's own conversion, one place)."""
 from __future__ import annotations
 
-import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -11,7 +10,3 @@ from jobs.lake.tables import arrow_schema
 def spark_schema(table: str) -> StructType:
     """Table `table`'s schema for Spark."""
     return from_arrow_schema(arrow_schema(table))
-
-
-def spark_struct(schema: pa.Schema) -> StructType:
-    return from_arrow_schema(schema)
