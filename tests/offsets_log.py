@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from offsets_codec import SHARE_STATE, encode_key, encode_value, record_type_named
@@ -273,3 +274,17 @@ def random_log(operations: list[tuple]) -> OffsetsLog:
             log.record(f"{family}GroupMetadata", {"GroupId": f"modern-{family}-{group}"}, {"Epoch": i}, at,
                        coordinator=coordinator)
     return log
+
+
+def write_dump(rows: list[tuple], path) -> Path:
+    """`rows` (an OffsetsLog's, or a selection of them) as a Parquet dump at `path`."""
+    log = OffsetsLog()
+    log.rows = list(rows)
+    log.write_parquet(path)
+    return Path(path)
+
+
+def compacted(rows: list[tuple]) -> list[tuple]:
+    """What the log cleaner leaves of plain records: each key's newest (transactional ones and markers stay)."""
+    newest = {(r[2], r[3], r[0]): r[4] for r in rows if r[7] == -1}
+    return [r for r in rows if r[7] != -1 or newest[(r[2], r[3], r[0])] == r[4]]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from kafka_mock import MockCluster, produce_rows
-from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
+from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member, compacted, write_dump
 from runs import read_tables
 
 import jobs.lake.sink
@@ -49,19 +49,6 @@ def the_log() -> tuple[OffsetsLog, int]:
     return log, first
 
 
-def compacted(rows: list[tuple]) -> list[tuple]:
-    """What the log cleaner leaves: each key's newest record (and, here, its tombstones too)."""
-    newest = {(r[3], r[0]): r[4] for r in rows}
-    return [r for r in rows if newest[(r[3], r[0])] == r[4]]
-
-
-def dump(rows: list[tuple], path: Path) -> Path:
-    log = OffsetsLog()
-    log.rows = list(rows)
-    log.write_parquet(path)
-    return path
-
-
 def rebuild(source: str, out: Path, archive: bool = True, **options: Any) -> dict[str, Any]:
     cfg = RebuildConfig.build(source=source, output=str(out), as_of=AS_OF, engine="local", workers=0,
                               archive=archive, **options)
@@ -93,9 +80,9 @@ def inputs(tmp_path_factory) -> dict[str, Any]:
     kept = compacted(log.rows)
     second = [r for r in log.rows[:first] if r in kept] + log.rows[first:]  # the newest records: not cleaned yet
     assert len(second) < len(log.rows)  # the second dump lacks records of the first
-    union = dump(log.rows, base / "union")
+    union = write_dump(log.rows, base / "union")
     rebuild(f"parquet:{union}", base / "plain", archive=False)
-    return {"log": log, "first": dump(log.rows[:first], base / "first"), "second": dump(second, base / "second"),
+    return {"log": log, "first": write_dump(log.rows[:first], base / "first"), "second": write_dump(second, base / "second"),
             "records": len(log.rows), "first_records": first, "plain": read_tables(base / "plain"),
             "base": base}
 
@@ -233,7 +220,7 @@ def test_a_run_that_fails_before_committing_leaves_no_file_behind(inputs, two_ru
     shutil.copytree(two_runs["out"], out)
     log, _ = the_log()
     log.commit("g", "orders", 0, 60, T0 + 2 * HOUR, coordinator=0)
-    more = dump(log.rows, tmp_path / "more")
+    more = write_dump(log.rows, tmp_path / "more")
     with monkeypatch.context() as patched:
         patched.setattr(jobs.pipeline, "_replay_kernel", fail)
         with pytest.raises(RuntimeError, match="the replay failed"):
@@ -246,7 +233,7 @@ def test_a_run_that_fails_before_committing_leaves_no_file_behind(inputs, two_ru
 
 def test_records_read_twice_in_one_dump_are_archived_once(inputs, tmp_path):
     rows = inputs["log"].rows
-    doubled = dump(rows + rows[:3], tmp_path / "doubled")
+    doubled = write_dump(rows + rows[:3], tmp_path / "doubled")
     summary = rebuild(f"parquet:{doubled}", tmp_path / "out")
     assert summary["duplicate_records"] == 3 and summary["records_new"] == len(rows)
     assert_unique(archived(tmp_path / "out"))
@@ -256,7 +243,7 @@ def test_records_read_twice_in_one_dump_are_archived_once(inputs, tmp_path):
 def test_copies_that_differ_are_quarantined_in_every_run_and_never_archived(inputs, tmp_path):
     rows = inputs["log"].rows
     other = rows[1][:1] + (rows[1][1] + b"!",) + rows[1][2:]  # another value at the same offset
-    conflicting = dump(rows + [other], tmp_path / "conflicting")
+    conflicting = write_dump(rows + [other], tmp_path / "conflicting")
     out = tmp_path / "out"
     for new in (len(rows) - 1, 0):
         summary = rebuild(f"parquet:{conflicting}", out)
@@ -372,8 +359,8 @@ def test_share_state_records_are_archived_beside_the_offsets_topics_of_the_same_
     first = len(log.rows)
     log.share_update("sg", orders, 0, T0 + 2 * MINUTE, start=11, coordinator=0)
     out = tmp_path / "out"
-    one = rebuild(f"parquet:{dump(log.rows[:first], tmp_path / 'one')}", out)
-    two = rebuild(f"parquet:{dump(log.rows, tmp_path / 'two')}", out)
+    one = rebuild(f"parquet:{write_dump(log.rows[:first], tmp_path / 'one')}", out)
+    two = rebuild(f"parquet:{write_dump(log.rows, tmp_path / 'two')}", out)
     rows = archived(out)
     assert_unique(rows)
     assert sorted((r["topic"], r["partition"], r["offset"]) for r in rows) == [

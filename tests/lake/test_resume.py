@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member, random_log
+from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member, random_log, compacted, write_dump
 from runs import read_tables
 
 import jobs.pipeline
@@ -61,19 +61,6 @@ def the_log() -> tuple[OffsetsLog, int]:
     return log, first
 
 
-def dump(rows: list[tuple], path: Path) -> Path:
-    log = OffsetsLog()
-    log.rows = list(rows)
-    log.write_parquet(path)
-    return path
-
-
-def compacted(rows: list[tuple]) -> list[tuple]:
-    """What the log cleaner leaves of plain records: each key's newest (transactional ones and markers stay)."""
-    newest = {(r[2], r[3], r[0]): r[4] for r in rows if r[7] == -1}
-    return [r for r in rows if r[7] != -1 or newest[(r[2], r[3], r[0])] == r[4]]
-
-
 def ends(path: Path) -> Path:
     path.write_text("orders:0:100\norders:1:100\npayments:0:10\npayments:1:10\n")
     return path
@@ -103,11 +90,11 @@ def assert_same(out: Path, expected: dict[str, Any]) -> None:
 def inputs(tmp_path_factory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("resume")
     log, first = the_log()
-    union = dump(log.rows, base / "union")
+    union = write_dump(log.rows, base / "union")
     plain = base / "plain"
     rebuild(union, plain, archive=False, end_offsets=str(ends(base / "ends.txt")))
     return {"log": log, "first": first, "base": base, "ends": base / "ends.txt", "plain": state_tables(plain),
-            "one": dump(log.rows[:first], base / "one"), "rest": dump(log.rows[first:], base / "rest"),
+            "one": write_dump(log.rows[:first], base / "one"), "rest": write_dump(log.rows[first:], base / "rest"),
             "union": union}
 
 
@@ -146,7 +133,7 @@ def test_a_compacted_dump_that_lost_older_records(inputs, tmp_path):
     assert len(second) < len(log.rows)
     out = tmp_path / "out"
     one = rebuild(inputs["one"], out, as_of=FIRST_AS_OF)
-    two = rebuild(dump(second, tmp_path / "second"), out, end_offsets=str(inputs["ends"]))
+    two = rebuild(write_dump(second, tmp_path / "second"), out, end_offsets=str(inputs["ends"]))
     assert two["resumed_from_run"] == one["run_id"]
     assert two["records_new"] == len(log.rows) - first
     assert_same(out, inputs["plain"])
@@ -212,11 +199,11 @@ def test_a_record_from_the_future_does_not_stop_the_next_run_from_resuming(input
     future.next_offset = dict(log.next_offset)
     future.commit("g", "orders", 0, 99, T0 + 400 * DAY, coordinator=0)
     out = tmp_path / "out"
-    one = rebuild(dump(log.rows[:first] + future.rows[-1:], tmp_path / "one"), out, as_of=FIRST_AS_OF)
+    one = rebuild(write_dump(log.rows[:first] + future.rows[-1:], tmp_path / "one"), out, as_of=FIRST_AS_OF)
     two = rebuild(inputs["rest"], out, end_offsets=str(inputs["ends"]))
     assert two["resumed_from_run"] == one["run_id"]
     plain = tmp_path / "plain"
-    rebuild(dump(future.rows, tmp_path / "union"), plain, archive=False, end_offsets=str(inputs["ends"]))
+    rebuild(write_dump(future.rows, tmp_path / "union"), plain, archive=False, end_offsets=str(inputs["ends"]))
     assert_same(out, state_tables(plain))
 
 
@@ -278,9 +265,9 @@ def test_random_logs_split_anywhere_give_the_tables_of_one_rebuild(tmp_path_fact
     cut = max(1, int(len(log.rows) * split))
     moment = lambda f: str(T0 + int(len(operations) * f) * MINUTE)  # noqa: E731
     options = {"retention_minutes": 20}
-    one = rebuild(dump(log.rows[:cut], base / "one"), base / "out", as_of=moment(first_as_of), **options)
-    two = rebuild(dump(log.rows[cut:], base / "two"), base / "out", as_of=moment(as_of), **options)
-    rebuild(dump(log.rows, base / "union"), base / "plain", as_of=moment(as_of), archive=False, **options)
+    one = rebuild(write_dump(log.rows[:cut], base / "one"), base / "out", as_of=moment(first_as_of), **options)
+    two = rebuild(write_dump(log.rows[cut:], base / "two"), base / "out", as_of=moment(as_of), **options)
+    rebuild(write_dump(log.rows, base / "union"), base / "plain", as_of=moment(as_of), archive=False, **options)
     assert two["resumed_from_run"] in (one["run_id"], None)
     assert_same(base / "out", state_tables(base / "plain"))
 
@@ -291,9 +278,9 @@ def test_new_records_below_the_archived_end_resume_all_the_same(inputs, tmp_path
     log, first = inputs["log"], inputs["first"]
     holes = {1, 3, 6}
     out = tmp_path / "out"
-    one = rebuild(dump([r for i, r in enumerate(log.rows[:first]) if i not in holes], tmp_path / "one"), out,
+    one = rebuild(write_dump([r for i, r in enumerate(log.rows[:first]) if i not in holes], tmp_path / "one"), out,
                   as_of=FIRST_AS_OF)
-    two = rebuild(dump([log.rows[i] for i in sorted(holes)] + log.rows[first:], tmp_path / "two"), out,
+    two = rebuild(write_dump([log.rows[i] for i in sorted(holes)] + log.rows[first:], tmp_path / "two"), out,
                   end_offsets=str(inputs["ends"]))
     assert two["resumed_from_run"] == one["run_id"]
     assert two["records_new"] == len(log.rows) - first + len(holes)
