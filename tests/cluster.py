@@ -1,11 +1,15 @@
 """A real Spark standalone cluster for the tests: a master and two workers, started from pyspark's own jars
 (`bin/spark-class org.apache.spark.deploy.master.Master` and `...deploy.worker.Worker`), on 127.0.0.1.
 
-    cluster = StandaloneCluster(tmp_path)      # the master on 7077 when free, else on a free port
+    cluster = StandaloneCluster(tmp_path)      # the master on 7077 when free, else on a port it picks
     cluster.start()                            # returns once the master has every worker ALIVE
     subprocess.run([cluster.spark_submit, "--master", cluster.master_url, ...], env=cluster.client_env())
     cluster.logs()                             # the tails of the master's, workers' and executors' logs
     cluster.stop()
+
+Every port but the master's 7077 is picked by the JVM that listens on it (port 0) and read from the master's
+log: a port chosen here and bound seconds later by a starting JVM can be taken meanwhile by another test
+process, and Spark then silently moves to the next port.
 
 Each worker has its own work directory (its executors' folders and logs) and scratch folder, one core and
 1 GiB for executors. `client_env()` is the environment of a spark-submit against it: SPARK_HOME, 127.0.0.1, and
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -90,9 +95,8 @@ class StandaloneCluster:
         self.base = base
         self.home = spark_home()
         self.spark_submit = self.home / "bin" / "spark-submit"
-        self.port = MASTER_PORT if port_is_free(MASTER_PORT) else free_port()
-        self.webui_port = free_port()
-        self.master_url = f"spark://{LOCALHOST}:{self.port}"
+        self.port = MASTER_PORT if port_is_free(MASTER_PORT) else 0  # 0 until the master says which it took
+        self.webui_port = 0
         self.conf_dir = base / "conf"
         self.worker_dirs = [base / f"worker-{i}" for i in range(1, workers + 1)]
         self.processes: list[tuple[str, subprocess.Popen]] = []
@@ -105,6 +109,10 @@ class StandaloneCluster:
         self._stopping = threading.Event()
 
     @property
+    def master_url(self) -> str:
+        return f"spark://{LOCALHOST}:{self.port}"
+
+    @property
     def note(self) -> str:
         """What the master listens on, said once: 7077 was taken when it is not the port."""
         taken = "" if self.port == MASTER_PORT else f" ({MASTER_PORT} was taken)"
@@ -114,28 +122,24 @@ class StandaloneCluster:
 
     def start(self, timeout_s: float = 180) -> "StandaloneCluster":
         started = time.monotonic()
+        deadline = started + timeout_s
         self.conf_dir.mkdir(parents=True, exist_ok=True)
-        (self.conf_dir / "spark-defaults.conf").write_text("\n".join([
-            f"spark.master {self.master_url}",
-            f"spark.executor.memory {EXECUTOR_MEMORY}",
-            f"spark.executor.cores {WORKER_CORES}",
-            f"spark.cores.max {WORKER_CORES * len(self.worker_dirs)}",  # one executor on each worker
-            "spark.driver.memory 1g",
-            "",
-        ]))
         RUNNING.append(self)
         try:
+            self._write_conf()
             self._launch("master", ["org.apache.spark.deploy.master.Master", "--host", LOCALHOST, "--port",
-                                    self.port, "--webui-port", self.webui_port])
+                                    self.port, "--webui-port", 0])
+            self.port, self.webui_port = self._wait_for_master_ports(deadline)
+            self._write_conf()  # now with the master's URL, for the workers and the clients
             for i, work in enumerate(self.worker_dirs, 1):
                 work.mkdir(parents=True, exist_ok=True)
                 scratch = self.base / f"scratch-{i}"
                 scratch.mkdir(exist_ok=True)
                 self._launch(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", "--host", LOCALHOST,
-                                             "--port", free_port(), "--webui-port", free_port(),
-                                             "--cores", WORKER_CORES, "--memory", WORKER_MEMORY,
-                                             "--work-dir", work, self.master_url], SPARK_LOCAL_DIRS=str(scratch))
-            self._wait_for_workers(timeout_s)
+                                             "--port", 0, "--webui-port", 0, "--cores", WORKER_CORES,
+                                             "--memory", WORKER_MEMORY, "--work-dir", work, self.master_url],
+                             SPARK_LOCAL_DIRS=str(scratch))
+            self._wait_for_workers(deadline)
             self._sampler = threading.Thread(target=self._sample_memory, name="cluster-memory", daemon=True)
             self._sampler.start()
         except BaseException:
@@ -143,6 +147,19 @@ class StandaloneCluster:
             raise
         self.started_s = time.monotonic() - started
         return self
+
+    def _write_conf(self) -> None:
+        """spark-defaults.conf of the daemons and of the clients (`client_env`). The master reads it at start
+        too: the REST submission server stays off (it would listen on a fixed port, 6066)."""
+        (self.conf_dir / "spark-defaults.conf").write_text("\n".join([
+            "spark.master.rest.enabled false",
+            *([f"spark.master {self.master_url}"] if self.webui_port else []),
+            f"spark.executor.memory {EXECUTOR_MEMORY}",
+            f"spark.executor.cores {WORKER_CORES}",
+            f"spark.cores.max {WORKER_CORES * len(self.worker_dirs)}",  # one executor on each worker
+            "spark.driver.memory 1g",
+            "",
+        ]))
 
     def _launch(self, name: str, args: list, **env: str) -> None:
         log_file = self.base / f"{name}.log"
@@ -158,13 +175,28 @@ class StandaloneCluster:
         return clean_env(SPARK_HOME=str(self.home), SPARK_LOCAL_IP=LOCALHOST, SPARK_CONF_DIR=str(self.conf_dir),
                          SPARK_DAEMON_MEMORY=DAEMON_MEMORY, TMPDIR=str(self.base), **extra)
 
-    def _wait_for_workers(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+    def _check_alive(self) -> None:
+        dead = [(name, p.returncode) for name, p in self.processes if p.poll() is not None]
+        if dead:
+            raise RuntimeError(f"the cluster's {dead[0][0]} exited with status {dead[0][1]}\n{self.logs()}")
+
+    def _wait_for_master_ports(self, deadline: float) -> tuple[int, int]:
+        """The master's RPC and web UI ports, from the lines its log prints once each is bound."""
+        log = self.log_files[0]
+        while time.monotonic() < deadline:
+            self._check_alive()
+            text = log.read_text(errors="replace") if log.exists() else ""
+            rpc = re.search(r"Starting Spark master at spark://[^:\s]+:(\d+)", text)
+            ui = re.search(r"Successfully started service 'MasterUI' on port (\d+)", text)
+            if rpc and ui:
+                return int(rpc.group(1)), int(ui.group(1))
+            time.sleep(0.2)
+        raise RuntimeError(f"the master did not report its ports in time\n{self.logs()}")
+
+    def _wait_for_workers(self, deadline: float) -> None:
         state: dict = {}
         while time.monotonic() < deadline:
-            dead = [(name, p.returncode) for name, p in self.processes if p.poll() is not None]
-            if dead:
-                raise RuntimeError(f"the cluster's {dead[0][0]} exited with status {dead[0][1]}\n{self.logs()}")
+            self._check_alive()
             try:
                 state = self.master_state()
             except OSError:
@@ -172,7 +204,7 @@ class StandaloneCluster:
             if state.get("status") == "ALIVE" and len(self.alive_workers(state)) == len(self.worker_dirs):
                 return
             time.sleep(0.5)
-        raise RuntimeError(f"the master did not report {len(self.worker_dirs)} ALIVE workers in {timeout_s:g}s "
+        raise RuntimeError(f"the master did not report {len(self.worker_dirs)} ALIVE workers in time "
                            f"(last: {json.dumps(state)[:500]})\n{self.logs()}")
 
     def master_state(self) -> dict:

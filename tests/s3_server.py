@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,7 +21,6 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 
 REGION = "us-east-1"
 SETUP_REQUESTS = 4  # create_user, put_user_policy, create_access_key, create_bucket
@@ -43,25 +43,26 @@ class S3Server:
 
     @classmethod
     def start(cls, log_path: str, bucket: str = "lake") -> "S3Server":
-        try:
-            port = free_port()
-        except OSError as e:
-            pytest.skip(f"no local port for moto's S3 server: {e}")
+        # Port 0: the server picks a free port and prints it; a port chosen here could be taken by another test
+        # process before the server binds it.
         env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_REQUESTS)}
         with open(log_path, "wb") as log:
-            process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
                                        stdout=log, stderr=subprocess.STDOUT, env=env)
-        endpoint = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
         while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2)
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    process.kill()
-                    raise RuntimeError(f"moto's S3 server did not start: {open(log_path).read()[-2000:]}")
-                time.sleep(0.2)
+            running = re.search(r"Running on (http://127\.0\.0\.1:\d+)", open(log_path, errors="replace").read())
+            if running:
+                try:
+                    urllib.request.urlopen(f"{running.group(1)}/moto-api/", timeout=2)
+                    break
+                except OSError:
+                    pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"moto's S3 server did not start: {open(log_path).read()[-2000:]}")
+            time.sleep(0.2)
+        endpoint = running.group(1)
         import boto3
 
         anyone = dict(endpoint_url=endpoint, region_name=REGION, aws_access_key_id="setup",
