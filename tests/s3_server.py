@@ -21,7 +21,6 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-
 REGION = "us-east-1"
 SETUP_REQUESTS = 4  # create_user, put_user_policy, create_access_key, create_bucket
 
