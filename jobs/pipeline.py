@@ -25,14 +25,15 @@ from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
 from jobs.lake.sink import TableSink
-from jobs.lake.tables import ARCHIVE, REPLAY_STATE, TABLES, arrow_schema
+from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, REPLAY_STATE, TABLES, arrow_schema
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk
 from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
 from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition
 from jobs.replay.resume import from_state
 from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS, replay_share_state
-from jobs.sources.archive import OUTPUTS as ARCHIVE_OUTPUTS, Archive, archive_chunk, unique
+from jobs.sources.archive import (OUTPUTS as ARCHIVE_OUTPUTS, Archive, archive_chunk, merged, offset_ranges,
+                                  unique)
 from jobs.sources.end_offsets import is_live, live_cluster, load_end_offsets
 from jobs.sources import check_inputs
 from jobs.sources.plan import plan_source
@@ -84,14 +85,19 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         runner.read_source(plan, partial(kernel, fold=fold), chunk_outputs)
         log.info("read and checked %d task(s) of the source in %.1fs", len(plan.reads or ()) or 1,
                  time.monotonic() - started)
+        if resumed is not None and resumed.reaches_back(stages.read("chunks", "spans")):
+            log.warning("new records lie among the transactions run %s's replay state folded: the archive is read "
+                        "back and replayed whole", resumed.run_id)
+            resumed = None
+            plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive, read_back=True)
+            stages.clear("chunks", chunk_outputs)
+            runner.read_source(plan, partial(kernel, fold=fold), chunk_outputs)
         if fold and overlapping(stages.read("chunks", "spans")):
             log.warning("some records may be in the dump twice (overlapping offsets): the log is replayed whole")
             stages.clear("chunks", chunk_outputs)
             runner.read_source(plan, partial(kernel, fold=False), chunk_outputs)
-        if archive is not None and overlapping(stages.read("chunks", "archive_spans")):
-            removed = unique(stages.folder("chunks", ARCHIVE))  # raw_records: one row per record
-            if removed:
-                log.warning("%d copies of records read twice were not archived", removed)
+        if archive is not None:
+            _stage_archive_offsets(stages, sink, archive)
         moments = stages.read("chunks", "moments")
         if resumed is not None:
             moments = pa.concat_tables([moments, resumed.moments])
@@ -125,10 +131,10 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         tables = [t for t in TABLES if cfg.history or t not in ("offset_commits", "group_events", "group_status")]
         # The archive grows by an append; with nothing archived by a complete run, it is replaced (a first run
         # that died after its append left rows no complete run holds).
-        archived = [ARCHIVE] if archive is not None else []
+        archived = [ARCHIVE, ARCHIVE_OFFSETS] if archive is not None else []
         kept = [REPLAY_STATE] if keep_log else []  # replaced, as the state tables are
         sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
-                    appends=tuple(archived) if archive is not None and archive.version is not None else ())
+                    appends=(ARCHIVE,) if archive is not None and archive.version is not None else ())
         vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
     except BaseException:
         runner.close()
@@ -138,6 +144,20 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     return {**summary, "topic_ids": len(topic_ids), "run_id": run_id, "seconds": round(time.monotonic() - started, 2),
             "runner": runner.name,
             **({"vacuumed_files": vacuumed} if vacuumed is not None else {}), **runner.work()}
+
+
+def _stage_archive_offsets(stages: Stages, sink: TableSink, archive: Archive) -> None:
+    """raw_records once this run's records are added, and its offsets (`_archive_offsets`): the archive's and
+    those of the records the tasks staged, unless some were staged twice (`unique` keeps one, or none of copies
+    that differ: the offsets are then those of what stays)."""
+    new = stages.read("chunks", "archive_ranges")
+    if overlapping(stages.read("chunks", "archive_spans")):
+        removed = unique(stages.folder("chunks", ARCHIVE))  # raw_records: one row per record
+        if removed:
+            log.warning("%d copies of records read twice were not archived", removed)
+            staged = stages.read("chunks", ARCHIVE, columns=["topic", "partition", "offset"])
+            new = offset_ranges(staged.column("topic"), staged.column("partition"), staged.column("offset"))
+    sink.write(ARCHIVE_OFFSETS, merged([archive.ranges, new]))
 
 
 def _chunk_kernel(raw: Iterable[pa.Table], started: datetime, as_of: datetime | None, fold: bool,

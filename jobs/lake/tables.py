@@ -32,10 +32,12 @@ TABLES = (
 HISTORY_TABLES = ("offset_commits", "group_events", "group_status")
 # With --archive: every raw record read, appended to across runs (jobs.sources.archive), never replaced.
 ARCHIVE = "raw_records"
+# With --archive: the offsets raw_records holds, as ranges (jobs.sources.archive); internal.
+ARCHIVE_OFFSETS = "_archive_offsets"
 # With --archive --no-history: the reduced log the next such run starts from (jobs.replay.resume); internal.
 REPLAY_STATE = "_replay_state"
 # Every table a run may stage in <table>/run-<run id>/ and commit.
-STAGED_TABLES = (*TABLES, ARCHIVE, REPLAY_STATE)
+STAGED_TABLES = (*TABLES, ARCHIVE, ARCHIVE_OFFSETS, REPLAY_STATE)
 
 # State tables that `rebuild --snapshot` also keeps by as_of, in DIR/snapshots/<table> (not quarantine and
 # segment_errors: they describe the input, not the state at a moment).

@@ -24,7 +24,7 @@ from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_
                                  consume_rates, offset_commits)
 from jobs.replay.offsets import offset_state
 from jobs.replay.records import TIMESTAMP, mask, numbers
-from jobs.replay.reduction import combine
+from jobs.replay.reduction import combine, fold_decided
 from jobs.replay.resume import state_rows
 from jobs.replay.transactions import markers
 from offsets_codec import REGISTRY
@@ -75,7 +75,7 @@ def replay_partition(rows: pa.Table, settings: ReplaySettings) -> Iterator[tuple
     rows, duplicates, conflicts = deduplicate(rows)
     yield "duplicates", pa.table({"duplicates": [duplicates], "conflicts": [conflicts]}, schema=DUPLICATE_SCHEMA)
     if settings.keep_log:  # the fold of every record so far: the next run starts from it, and so does this replay
-        rows = combine([rows])
+        rows = fold_decided(combine([rows]))
         yield REPLAY_STATE, state_rows(rows)
     yield "counts", count_rows(rows, settings.as_of_us)
     failed = mask(pc.is_valid(rows.column("error")))
@@ -158,29 +158,28 @@ def _groups(partition: int, held: pa.Table, identity: pa.Table, committed: pa.Ta
     return pa.Table.from_pylist(group_rows, schema=schema)
 
 
-def _activity(winners: pa.Table, others: pa.Table) -> dict[str, tuple[int, object]]:
-    """group id -> (offset, timestamp) of the newest record about the group, metadata or offsets: a group's newest
-    offset record is the newest record of one of its keys, so the keys' winners stand in for its offset records;
-    `others`: the valid records of the other types."""
-    others = others.filter(pc.is_valid(others.column("group_id")))
-    newest: dict[str, tuple[int, object]] = {}
-    for table in (winners, others):
-        for g, o, t in zip(table.column("group_id").to_pylist(), table.column("record_offset").to_pylist(),
-                           table.column("record_timestamp").to_pylist()):
-            if g not in newest or o > newest[g][0]:
-                newest[g] = (o, t)
-    return newest
+def _activity(winners: pa.Table, others: pa.Table) -> pa.Table:
+    """Per group id, the offset and timestamp of the newest record about the group, metadata or offsets
+    (group_id, record_offset, record_timestamp): a group's newest offset record is the newest record of one of its
+    keys, so the keys' winners stand in for its offset records; `others`: the valid records of the other types."""
+    columns = ["group_id", "record_offset", "record_timestamp"]
+    rows = pa.concat_tables([winners.select(columns), others.select(columns).cast(winners.select(columns).schema)])
+    rows = rows.filter(pc.is_valid(rows.column("group_id")))
+    newest = rows.group_by("group_id", use_threads=False).aggregate([("record_offset", "max")])
+    # Offsets are unique in a coordinator partition: the newest offset names one record.
+    return rows.join(newest.select(["record_offset_max"]).rename_columns(["record_offset"]), "record_offset",
+                     join_type="inner", use_threads=False)
 
 
-def _consumer_groups(groups: pa.Table, activity: dict[str, tuple[int, object]], as_of: pa.Scalar) -> pa.Table:
+def _consumer_groups(groups: pa.Table, activity: pa.Table, as_of: pa.Scalar) -> pa.Table:
     schema = arrow_schema("consumer_groups")
     n = groups.num_rows
-    ids = groups.column("group_id").to_pylist()
+    at = pc.index_in(groups.column("group_id"), value_set=activity.column("group_id"))
     columns = {name: groups.column(name) for name in groups.column_names}
     columns.update({
         "current_state_timestamp": _timestamps_ms(groups.column("current_state_timestamp_ms")),
-        "last_record_offset": pa.array([activity.get(g, (None, None))[0] for g in ids], pa.int64()),
-        "last_record_timestamp": pa.array([activity.get(g, (None, None))[1] for g in ids], TIMESTAMP),
+        "last_record_offset": activity.column("record_offset").take(at),
+        "last_record_timestamp": activity.column("record_timestamp").take(at),
         "as_of": pa.repeat(as_of, n),
     })
     return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)

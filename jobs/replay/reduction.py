@@ -12,7 +12,8 @@ may split the log into any chunks. It is only right when no record is seen twice
 when chunks overlap, and the log is then replayed whole instead.
 
 A run that keeps its reduced log for the next one (jobs.replay.resume) keeps the records after the cutoff whole
-(`keep_late`): the next run's as_of may be later, and a folded row cannot be split at it.
+(`keep_late`): the next run's as_of may be later, and a folded row cannot be split at it. It also folds the
+transactions its log has decided (`fold_decided`): a committed transactional commit then applies like a plain one.
 """
 from __future__ import annotations
 
@@ -22,15 +23,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.replay.records import TIMESTAMP, mask
+from jobs.replay.records import TIMESTAMP, mask, micros, numbers
+from jobs.replay.transactions import markers, next_markers, transactional
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 # What the reduction adds to each checked record.
 REDUCED_FIELDS = (("records", pa.int64()), ("newest_timestamp", TIMESTAMP), ("after_as_of", pa.bool_()),
                   ("reduced", pa.bool_()))
-# A folded row stands for its key's plain records on one side of the cutoff; commits and tombstones apart.
-_FOLD_KEY = ["coordinator_partition", "key", "after_as_of", "tombstone"]
+# A folded row stands for its key's plain records on one side of the cutoff; commits and tombstones apart, and
+# records of a transaction (decided ones: `fold_decided`) apart from plain ones, for the counts.
+_FOLD_KEY = ["coordinator_partition", "key", "after_as_of", "tombstone", "transactional"]
 # Reducible rows held before they are folded: bounds a task's memory by its keys, not by its share of the log.
 FOLD_ROWS = 1 << 20
 
@@ -94,7 +97,8 @@ def combine(tables: list[pa.Table]) -> pa.Table:
 def _fold(tables: list[pa.Table]) -> pa.Table:
     """One row per _FOLD_KEY: the newest record, standing for all of them."""
     rows = pa.concat_tables(tables)
-    keyed = rows.append_column("tombstone", rows.column("value").is_null())
+    keyed = rows.append_column("tombstone", rows.column("value").is_null()).append_column(
+        "transactional", pc.not_equal(rows.column("producer_id"), NO_PRODUCER))
     newest = keyed.group_by(_FOLD_KEY, use_threads=False).aggregate(
         [("record_offset", "max"), ("records", "sum"), ("newest_timestamp", "max")])
     newest = newest.select(["coordinator_partition", "record_offset_max", "records_sum", "newest_timestamp_max"]
@@ -103,3 +107,49 @@ def _fold(tables: list[pa.Table]) -> pa.Table:
         newest, ["coordinator_partition", "record_offset"], join_type="inner", use_threads=False)
     winners = winners.append_column("reduced", pa.array(np.ones(winners.num_rows, bool)))
     return winners.select(rows.column_names)
+
+
+def fold_decided(rows: pa.Table) -> pa.Table:
+    """One coordinator partition's rows (`combine`d) with the transactions decided before the cutoff folded, for
+    a run that keeps its reduced log (jobs.replay.resume). A transactional commit whose producer's next marker is
+    COMMIT applies at its own offset like a plain commit (jobs.replay.transactions), so both are folded like one
+    (`reduced`: decided). An aborted commit stays whole with the marker that decides it, as does a commit whose
+    marker has not come or lies after the cutoff. The other markers decide nothing left in the log: they are
+    folded too (one row per fate, counted), at a place their producer had a marker, so none comes between a
+    commit and its marker. Right while no record comes later at an offset among these (jobs.pipeline then replays
+    the archive)."""
+    ok = mask(pc.is_null(rows.column("error"))) & ~mask(rows.column("after_as_of"))
+    offset_commit = mask(pc.is_in(rows.column("record_type"), value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
+    commits = np.flatnonzero(transactional(rows) & offset_commit & ~mask(rows.column("reduced")) &
+                             mask(pc.is_null(rows.column("error"))))
+    found = markers(rows)
+    if not len(commits) or not found.num_rows:
+        return rows
+    fate, at = next_markers(rows.select(["coordinator_partition", "record_offset", "producer_id"])
+                            .take(pa.array(commits)), found)
+    offset = numbers(rows.column("record_offset"), -1)
+    marker_rows = np.flatnonzero(mask(rows.column("is_control")) &
+                                 mask(pc.is_in(rows.column("record_offset"), value_set=found.column("record_offset"))))
+    marker_rows = marker_rows[np.argsort(offset[marker_rows])]
+    has_marker = np.flatnonzero(mask(pc.is_valid(fate)))
+    deciding = np.full(len(commits), -1)  # per commit: its marker's row (offsets are unique in a partition)
+    deciding[has_marker] = marker_rows[np.searchsorted(offset[marker_rows], numbers(at)[has_marker])]
+    settled = (deciding >= 0) & ok[commits] & ok[np.maximum(deciding, 0)]
+    committed = settled & mask(pc.equal(fate, "COMMIT"))
+    reduced = mask(rows.column("reduced")).copy()
+    reduced[commits[committed]] = True
+    idle = np.zeros(rows.num_rows, bool)
+    idle[marker_rows] = ok[marker_rows]
+    idle[deciding[(deciding >= 0) & ~committed]] = False  # a marker a whole commit waits for
+    reduced |= idle
+    # A folded commit stands for its marker too: no as_of before the marker is replayed from it.
+    stamp = micros(rows.column("newest_timestamp")).copy()
+    decided_at = micros(rows.column("record_timestamp"))[deciding[committed]]
+    stamp[commits[committed]] = np.maximum(stamp[commits[committed]], decided_at)
+    known = mask(pc.is_valid(rows.column("newest_timestamp")))
+    rows = rows.set_column(rows.column_names.index("newest_timestamp"), "newest_timestamp",
+                           pa.array(stamp, mask=~known).cast(TIMESTAMP))
+    rows = rows.set_column(rows.column_names.index("reduced"), "reduced", pa.array(reduced))
+    if not reduced.any():
+        return rows
+    return pa.concat_tables([rows.filter(pa.array(~reduced)), _fold([rows.filter(pa.array(reduced))])])

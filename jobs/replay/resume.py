@@ -26,6 +26,7 @@ from jobs.replay.counts import moments
 from jobs.replay.duplicates import CONFLICT
 from jobs.replay.records import RECORD_SCHEMA, TIMESTAMP, mask, numbers
 from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
+from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 
 def state_rows(rows: pa.Table, topic: str = OFFSETS_TOPIC) -> pa.Table:
@@ -64,6 +65,16 @@ def newest_folded(state: pa.Table) -> datetime | None:
     replayed from the state."""
     folded = state.filter(pc.fill_null(state.column("reduced"), False))
     return pc.max(folded.column("newest_timestamp")).as_py() if folded.num_rows else None
+
+
+def folded_transactions(state: pa.Table) -> dict[int, int]:
+    """Per coordinator partition of `state`: the highest offset of a folded row of a transaction (a commit or a
+    marker: jobs.replay.reduction.fold_decided)."""
+    folded = state.filter(pc.and_(pc.and_(pc.fill_null(state.column("reduced"), False),
+                                          pc.not_equal(state.column("producer_id"), NO_PRODUCER)),
+                                  pc.equal(state.column("topic"), OFFSETS_TOPIC)))
+    ends = folded.group_by("coordinator_partition").aggregate([("record_offset", "max")])
+    return dict(zip(ends.column("coordinator_partition").to_pylist(), ends.column("record_offset_max").to_pylist()))
 
 
 def state_moments(state: pa.Table, started: datetime) -> pa.Table:

@@ -69,7 +69,10 @@ def fates(offset_records: pa.Table, found: pa.Table) -> tuple[np.ndarray, np.nda
     tombstone, or a transactional commit whose transaction committed; still open: a transactional commit with
     no marker after it; the position it applies at: its own offset, or its COMMIT marker's)."""
     position = numbers(offset_records.column("record_offset")).copy()
+    # A folded commit (`reduced`) is of a transaction already decided COMMIT (jobs.replay.reduction.fold_decided).
     txn = transactional(offset_records)
+    if "reduced" in offset_records.column_names:
+        txn &= ~mask(offset_records.column("reduced"))
     effective, still_open = ~txn, np.zeros(offset_records.num_rows, bool)
     if txn.any():
         which = np.flatnonzero(txn)

@@ -2,7 +2,9 @@
 the history tables still hold what the cluster has since compacted or deleted.
 
 * Before the source is planned, the driver reads what the archive holds at the newest complete run's version
-  (`Archive.open`): each partition's archived end, and for a dump every archived offset.
+  (`Archive.open`): each partition's archived end, and for a dump every archived offset, from `_archive_offsets`
+  (the archived offsets as ranges, which each run replaces with its new records' added: `ranges`, `merged`), not
+  from raw_records itself.
 * A live cluster's slices and a log dir's segments start after the archived end (jobs.sources.plan); a dump is
   read whole. Each source task keeps the records not archived yet (`archive_chunk`; for a dump an anti-join on
   the offset), stages them as raw_records rows of this run, and hands them on to the reduction.
@@ -18,8 +20,8 @@ archived record is dropped unseen, the archived one being the record the earlier
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
 from urllib.parse import unquote
 
 import numpy as np
@@ -27,21 +29,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.lake.storage import Location
-from jobs.lake.tables import ARCHIVE, arrow_schema
+from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
 from jobs.replay.duplicates import SPAN_SCHEMA, copies, spans
 from jobs.replay.records import mask, numbers, records
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("offsetlake")
 OFFSETS_TOPIC = "__consumer_offsets"
 FIRST_SEEN = "first_seen_run"
 READ_SCHEMA = pa.schema([("read", pa.int64()), ("new", pa.int64())])
+RANGE_SCHEMA = arrow_schema(ARCHIVE_OFFSETS)
 # What a source task adds with the archive on: its new records as raw_records rows, their spans (records there
-# twice in this run: `unique`), and how many records it read and found new.
+# twice in this run: `unique`) and offsets (as ranges), and how many records it read and found new.
 OUTPUTS: dict[str, pa.Schema] = {ARCHIVE: arrow_schema(ARCHIVE), "archive_spans": SPAN_SCHEMA,
-                                 "archive_reads": READ_SCHEMA}
+                                 "archive_ranges": RANGE_SCHEMA, "archive_reads": READ_SCHEMA}
 # The raw columns an archived record is read back with (the contract's, its batch metadata and first_seen_run).
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "producer_id", "producer_epoch", "is_control",
            FIRST_SEEN)
@@ -58,51 +58,47 @@ class ArchivedFiles:
 
 @dataclass(frozen=True)
 class Archive:
-    """DIR/raw_records as the newest complete run left it: `version` (None: nothing archived yet), its data
-    files with their partition values, its records, each (topic, partition)'s highest archived offset (`ends`), and
+    """DIR/raw_records as the newest complete run left it: `version` (None: nothing archived yet), its records,
+    its offsets as ranges (`ranges`, RANGE_SCHEMA), each (topic, partition)'s highest archived offset (`ends`), and
     for a dump every archived offset of each (`offsets`: the first and last offset of each run of consecutive
     ones, which every task carries: few where the log was read whole). Two topics are archived:
     `__consumer_offsets` and the share coordinator's `__share_group_state`."""
 
     location: Location
     version: int | None = None
-    files: tuple[tuple[Location, dict[str, str]], ...] = ()
     records: int = 0
+    ranges: pa.Table = field(default_factory=RANGE_SCHEMA.empty_table)
     ends: dict[tuple[str, int], int] | None = None
     offsets: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] | None = None
 
     @classmethod
     def open(cls, output: Location, exact: bool) -> "Archive":
         """The archive under `output` (after the lock's recovery: an unfinished run's append is undone);
-        `exact`: also every archived offset (a dump is read whole and anti-joined)."""
-        from jobs.lake.runs import snapshot
+        `exact`: also every archived offset (a dump is read whole and anti-joined). Its offsets come from the
+        `_archive_offsets` the same run left, or, from an output of a version that left none, from raw_records."""
+        from jobs.lake.runs import delta_table, snapshot
 
         tables = snapshot(output, [ARCHIVE])
         where = output.child(ARCHIVE)
         if ARCHIVE not in tables.versions:
             return cls(where, ends={})
-        table = tables.open(ARCHIVE)
-        adds = pa.table(table.get_add_actions(flatten=True)).to_pylist()
-        files = tuple((where.child(*unquote(a["path"]).split("/")), {"partition": str(a["partition.partition"])})
-                      for a in adds)
-        found = table.to_pyarrow_table(columns=["topic", "partition", "offset"])
-        ends = {(row["topic"], row["partition"]): row["offset_max"] for row in
-                found.group_by(["topic", "partition"]).aggregate([("offset", "max")]).to_pylist()}
-        offsets = None
-        if exact:  # sorted once by (topic, partition, offset): a pass per partition would cost archive x partitions
-            topics = pc.dictionary_encode(found.column("topic")).combine_chunks()
-            topic, partition = numbers(topics.indices), numbers(found.column("partition"))
-            offset = numbers(found.column("offset"))
-            order = np.lexsort((offset, partition, topic))
-            topic, partition, offset = topic[order], partition[order], offset[order]
-            starts = np.flatnonzero(np.concatenate([[True], (topic[1:] != topic[:-1]) |
-                                                    (partition[1:] != partition[:-1])])) if len(order) else []
-            names = topics.dictionary.to_pylist()
-            offsets = {(names[topic[a]], int(partition[a])): _ranges(offset[a:b])
-                       for a, b in zip(starts, [*starts[1:], len(order)])}
-        log.info("the archive holds %d records of %d partitions (version %d)", found.num_rows, len(ends),
+        recorded = {t["table"]: t["version"] for t in tables.run["tables"]} if tables.run else {}
+        if ARCHIVE_OFFSETS in recorded and recorded.get(ARCHIVE) == tables.versions[ARCHIVE]:
+            ranges = delta_table(output.child(ARCHIVE_OFFSETS), recorded[ARCHIVE_OFFSETS]).to_pyarrow_table()
+        else:
+            found = tables.open(ARCHIVE).to_pyarrow_table(columns=["topic", "partition", "offset"])
+            ranges = offset_ranges(found.column("topic"), found.column("partition"), found.column("offset"))
+        ranges = merged([ranges])
+        topic, partition = ranges.column("topic").to_pylist(), ranges.column("partition").to_pylist()
+        first, last = numbers(ranges.column("first_offset")), numbers(ranges.column("last_offset"))
+        starts = [i for i in range(len(topic)) if not i or (topic[i], partition[i]) != (topic[i - 1], partition[i - 1])]
+        bounds = list(zip(starts, [*starts[1:], len(topic)]))
+        ends = {(topic[a], partition[a]): int(last[b - 1]) for a, b in bounds}
+        offsets = {(topic[a], partition[a]): (first[a:b], last[a:b]) for a, b in bounds} if exact else None
+        records = int((last - first + 1).sum())
+        log.info("the archive holds %d records of %d partitions (version %d)", records, len(ends),
                  tables.versions[ARCHIVE])
-        return cls(where, tables.versions[ARCHIVE], files, found.num_rows, ends, offsets)
+        return cls(where, tables.versions[ARCHIVE], records, ranges, ends, offsets)
 
     def new(self, topic: np.ndarray, partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
         """Per record: not archived yet. A dump's by its offset (anti-join); a live cluster's and a log dir's are
@@ -118,20 +114,60 @@ class Archive:
                     fresh[rows] = offset[rows] > self.ends[at]
         return fresh
 
+    def files(self) -> list[tuple[Location, dict[str, str]]]:
+        """raw_records' data files at `version`, with their partition values (read only to read them back)."""
+        from jobs.lake.runs import delta_table
+
+        if self.version is None:
+            return []
+        adds = pa.table(delta_table(self.location, self.version).get_add_actions(flatten=True)).to_pylist()
+        return [(self.location.child(*unquote(a["path"]).split("/")), {"partition": str(a["partition.partition"])})
+                for a in adds]
+
     def tasks(self, cores: int, task_bytes: int) -> tuple[ArchivedFiles, ...]:
         """The archived records as source tasks, spread as a dump's row groups are."""
         from jobs.sources.parquet import plan_row_groups
 
-        if not self.files:
+        files = self.files()
+        if not files:
             return ()
-        planned, _ = plan_row_groups(list(self.files), cores, task_bytes)
+        planned, _ = plan_row_groups(files, cores, task_bytes)
         return tuple(ArchivedFiles(groups) for groups in planned)
 
 
-def _ranges(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct offsets as the first and last offset of each run of consecutive ones."""
-    breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
-    return offsets[np.concatenate([[0], breaks])], offsets[np.concatenate([breaks - 1, [len(offsets) - 1]])]
+def offset_ranges(topic: pa.ChunkedArray | pa.Array, partition: pa.ChunkedArray | pa.Array,
+                  offset: pa.ChunkedArray | pa.Array) -> pa.Table:
+    """Records' (topic, partition, offset) as RANGE_SCHEMA rows: each run of consecutive offsets of a partition."""
+    if not len(offset):
+        return RANGE_SCHEMA.empty_table()
+    topics = pc.dictionary_encode(topic.combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic)
+    code, p, o = numbers(topics.indices), numbers(partition), numbers(offset)
+    order = np.lexsort((o, p, code))
+    code, p, o = code[order], p[order], o[order]
+    # A range ends where the partition changes or the next offset is not the next one (a copy continues it).
+    breaks = np.flatnonzero((code[1:] != code[:-1]) | (p[1:] != p[:-1]) | (o[1:] - o[:-1] > 1)) + 1
+    firsts, lasts = np.concatenate([[0], breaks]), np.concatenate([breaks - 1, [len(o) - 1]])
+    return pa.table([topics.dictionary.take(pa.array(code[firsts])), pa.array(p[firsts], pa.int32()),
+                     pa.array(o[firsts]), pa.array(o[lasts])], schema=RANGE_SCHEMA)
+
+
+def merged(tables: list[pa.Table]) -> pa.Table:
+    """Ranges (RANGE_SCHEMA) as the fewest ranges holding the same offsets, sorted: overlapping and adjacent
+    ones joined."""
+    ranges = pa.concat_tables([t.cast(RANGE_SCHEMA) for t in tables]).sort_by(
+        [("topic", "ascending"), ("partition", "ascending"), ("first_offset", "ascending")])
+    if not ranges.num_rows:
+        return ranges
+    topic = ranges.column("topic").to_numpy(zero_copy_only=False)
+    p, first, last = (numbers(ranges.column(c)) for c in ("partition", "first_offset", "last_offset"))
+    same = np.concatenate([[False], (topic[1:] == topic[:-1]) & (p[1:] == p[:-1])])
+    reach = last.copy()  # the highest offset of a partition's ranges so far
+    starts = np.flatnonzero(~same)
+    for a, b in zip(starts, [*starts[1:], len(p)]):
+        reach[a:b] = np.maximum.accumulate(last[a:b])
+    heads = np.flatnonzero(~(same & (first <= np.concatenate([[0], reach[:-1]]) + 1)))
+    return pa.table([ranges.column("topic").take(pa.array(heads)), pa.array(p[heads], pa.int32()),
+                     pa.array(first[heads]), pa.array(np.maximum.reduceat(last, heads))], schema=RANGE_SCHEMA)
 
 
 def _within(offset: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
@@ -145,14 +181,6 @@ def read_archived(task: ArchivedFiles) -> Iterator[pa.Table]:
     from jobs.sources.parquet import read_row_groups
 
     return read_row_groups(task.groups, list(COLUMNS))
-
-
-def archived_frame(spark: SparkSession, archive: Archive) -> DataFrame:
-    """The archived records as a Spark frame of the raw columns and first_seen_run (the partition from the
-    files' folders)."""
-    frame = spark.read.option("basePath", archive.location.hadoop_uri).parquet(*(f.hadoop_uri for f, _ in
-                                                                                  archive.files))
-    return frame.select(*COLUMNS)
 
 
 def archive_chunk(raw: Iterable[pa.Table | pa.RecordBatch], kernel: Callable[[Iterable[pa.Table]], Iterator],
@@ -178,8 +206,11 @@ def archive_chunk(raw: Iterable[pa.Table | pa.RecordBatch], kernel: Callable[[It
                 np.full(table.num_rows, OFFSETS_TOPIC, object)
             new[source] = archive.new(topic[source], numbers(partition)[source], numbers(offset)[source])
             fresh = table.filter(pa.array(new))
-            found.append((ARCHIVE, raw_records(fresh, run_id)))
+            staged = raw_records(fresh, run_id)
+            found.append((ARCHIVE, staged))
             found.append(("archive_spans", spans(records(fresh))))
+            found.append(("archive_ranges", offset_ranges(staged.column("topic"), staged.column("partition"),
+                                                          staged.column("offset"))))
             found.append(("archive_reads", pa.table({"read": [int((~archived & ~problem).sum())],
                                                      "new": [int(new.sum())]}, schema=READ_SCHEMA)))
             yield table.filter(pa.array(archived | new | (~archived & ~placed)))

@@ -5,7 +5,9 @@ The state stands for the archive as that run left it, so only that run's own ver
 keep one (with the history, or without the archive) leaves none, and the archive is replayed. A run that failed
 never advances it (the sink commits it with the run's other tables). Nothing else about the run matters: the state
 is the log before the replay, so retention, the status and rate windows, and the order in which the new records
-come do not change it; only an as_of before the newest record it folded does.
+come do not change it, with one exception: a new record at an offset among the transactions the state folded
+(`reaches_back`: a dump that missed it, given later) could be a marker that decides them otherwise. That, and an
+as_of before the newest record it folded, make the run replay the archive.
 """
 from __future__ import annotations
 
@@ -26,12 +28,20 @@ log = logging.getLogger("offsetlake")
 @dataclass(frozen=True)
 class ReplayState:
     """The state run `run_id` left: its data files, its rows and their moments (MOMENT_SCHEMA: they count for
-    the default as_of as the records they stand for)."""
+    the default as_of as the records they stand for), and per coordinator partition the highest offset of a
+    transaction it folded."""
 
     run_id: str
     files: tuple[Location, ...]
     rows: int
     moments: pa.Table
+    folded_transactions: dict[int, int]
+
+    def reaches_back(self, spans: pa.Table) -> bool:
+        """Some new record (`spans`: the source's, jobs.replay.duplicates.SPAN_SCHEMA) lies below a transaction
+        the state folded in its coordinator partition."""
+        return any(low < self.folded_transactions.get(p, -1) for p, low in
+                   zip(spans.column("coordinator_partition").to_pylist(), spans.column("low").to_pylist()))
 
     @classmethod
     def open(cls, output: Location, cutoff_us: int, started: datetime) -> "ReplayState | None":
@@ -39,7 +49,7 @@ class ReplayState:
         left by the newest complete run, or `cutoff_us` (this run's as_of, or the future) comes before the
         newest record it folded."""
         from jobs.lake.runs import delta_table, snapshot
-        from jobs.replay.resume import newest_folded, state_moments
+        from jobs.replay.resume import folded_transactions, newest_folded, state_moments
 
         run = snapshot(output, []).run
         version = {t["table"]: t["version"] for t in run["tables"]}.get(REPLAY_STATE) if run else None
@@ -48,7 +58,8 @@ class ReplayState:
             return None
         where = output.child(REPLAY_STATE)
         table = delta_table(where, version)
-        found = table.to_pyarrow_table(columns=["newest_timestamp", "reduced"])
+        found = table.to_pyarrow_table(columns=["newest_timestamp", "reduced", "coordinator_partition",
+                                                "record_offset", "producer_id", "topic"])
         newest = newest_folded(found)
         if newest is not None and pa.scalar(newest, TIMESTAMP).value > cutoff_us:
             log.info("as_of is before the newest record run %s's replay state folded (%s): the archive is read back "
@@ -58,4 +69,4 @@ class ReplayState:
         log.info("resuming from run %s's replay state (%d rows): the archive is not read back", run["run_id"],
                  found.num_rows)
         return cls(run["run_id"], tuple(where.child(*unquote(a).split("/")) for a in adds), found.num_rows,
-                   state_moments(found, started))
+                   state_moments(found, started), folded_transactions(found))

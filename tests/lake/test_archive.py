@@ -11,7 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka_mock import MockCluster, produce_rows
 from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member, compacted, write_dump
 from runs import read_tables
@@ -19,8 +22,10 @@ from runs import read_tables
 import jobs.lake.sink
 from jobs.config import RebuildConfig
 from jobs.lake.runs import delta_table, snapshot
-from jobs.lake.tables import ARCHIVE
+from jobs.lake.storage import Location
+from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
 from jobs.pipeline import run
+from jobs.sources.archive import merged, offset_ranges
 from jobs.sources.kafka_client import OFFSETS_TOPIC
 
 AS_OF = str(T0 + DAY)
@@ -368,3 +373,58 @@ def test_share_state_records_are_archived_beside_the_offsets_topics_of_the_same_
     assert (one["records_new"], two["records_new"], two["records_replayed"]) == (2, 1, 3)
     state = read_tables(out)["share_partition_state"]
     assert [(r["group_id"], r["start_offset"], r["updates_since_snapshot"]) for r in state] == [("sg", 11, 1)]
+
+
+def archived_offsets(out: Path) -> list[dict[str, Any]]:
+    """_archive_offsets at the version the newest complete run recorded."""
+    run = snapshot(out, []).run
+    version = {t["table"]: t["version"] for t in run["tables"]}[ARCHIVE_OFFSETS]
+    return delta_table(out / ARCHIVE_OFFSETS, version).to_pyarrow_table().sort_by(
+        [("topic", "ascending"), ("partition", "ascending"), ("first_offset", "ascending")]).to_pylist()
+
+
+def ranges_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    table = pa.Table.from_pylist(rows, schema=arrow_schema(ARCHIVE))
+    return offset_ranges(table.column("topic"), table.column("partition"), table.column("offset")).to_pylist()
+
+
+def test_each_run_leaves_the_archived_offsets_as_ranges(inputs, two_runs, tmp_path):
+    """_archive_offsets holds what raw_records holds, as ranges, after each run; the conflicting copies no run
+    archives are in neither."""
+    assert archived_offsets(two_runs["out"]) == ranges_of(archived(two_runs["out"]))
+    rows = inputs["log"].rows
+    other = rows[1][:1] + (rows[1][1] + b"!",) + rows[1][2:]
+    out = tmp_path / "out"
+    rebuild(f"parquet:{write_dump(rows + [other] + rows[:2], tmp_path / 'copies')}", out)
+    assert archived_offsets(out) == ranges_of(archived(out))
+    assert len(archived_offsets(out)) > 1  # the offset of the copies that differ is a hole
+
+
+def test_an_archive_without_its_offsets_table_is_read_from_raw_records(two_runs, monkeypatch):
+    """An output whose newest run left no _archive_offsets (an older offsetlake's): the archive's offsets come from
+    raw_records itself, the same."""
+    from jobs.sources import archive
+
+    output = Location.parse(two_runs["out"])
+    kept = archive.Archive.open(output, exact=True)
+    monkeypatch.setattr(archive, "ARCHIVE_OFFSETS", "_not_recorded")
+    scanned = archive.Archive.open(output, exact=True)
+    assert (scanned.records, scanned.ends, scanned.ranges) == (kept.records, kept.ends, kept.ranges)
+    assert {k: [list(a) for a in v] for k, v in scanned.offsets.items()} == \
+        {k: [list(a) for a in v] for k, v in kept.offsets.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(offsets=st.lists(st.tuples(st.sampled_from(["__consumer_offsets", "__share_group_state"]), st.integers(0, 2),
+                                  st.integers(0, 40)), max_size=80),
+       cut=st.integers(0, 80))
+def test_ranges_of_parts_merge_into_the_ranges_of_the_whole(offsets, cut):
+    def ranges(part: list[tuple]) -> pa.Table:
+        t, p, o = zip(*part) if part else ((), (), ())
+        return offset_ranges(pa.array(t, pa.string()), pa.array(p, pa.int32()), pa.array(o, pa.int64()))
+
+    whole = merged([ranges(offsets)])
+    assert merged([ranges(offsets[:cut]), ranges(offsets[cut:])]).equals(whole)
+    held = {(r["topic"], r["partition"], o) for r in whole.to_pylist()
+            for o in range(r["first_offset"], r["last_offset"] + 1)}
+    assert held == set(offsets)

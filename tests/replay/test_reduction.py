@@ -5,11 +5,18 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pyarrow as pa
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from offsets_log import MINUTE, OffsetsLog, random_log, utc
+from offsets_log import T0 as LOG_T0
 
 from jobs.decode.check import check
 from jobs.replay.counts import count_rows, total
+from jobs.lake.tables import REPLAY_STATE
+from jobs.replay.partition import ReplaySettings, replay_partition
 from jobs.replay.records import TIMESTAMP, records
-from jobs.replay.reduction import combine, prefold
+from jobs.replay.reduction import combine, prefold, whole
+from jobs.replay.resume import from_state
 from offsets_codec import encode_key, encode_value
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -87,3 +94,78 @@ def test_the_counts_of_a_reduced_log_are_the_records_it_stands_for():
     assert (summary["records_read"], summary["records_quarantined"], summary["records_after_as_of"]) == (11, 4, 1)
     assert summary["transactional_records"] == 4
     assert summary["records_by_type"] == {"OffsetCommit": 5, "TransactionMarker": 2}
+
+
+# --- fold_decided: a kept log with its decided transactions folded replays as the whole log -----------------------
+
+_OPERATION = st.tuples(
+    st.just(0),  # one coordinator partition: what a partition's replay sees
+    st.sampled_from(["commit", "commit", "commit", "tombstone", "marker", "marker", "marker", "group"]),
+    st.sampled_from(("g0", "g1")), st.sampled_from("ab"), st.just(0),
+    st.sampled_from([-1, 201, 202]),  # producer: -1 plain
+    st.sampled_from(["COMMIT", "ABORT"]),
+)
+_TABLES = ("committed_offsets", "expired_offsets", "consumer_groups", "pending_transactions", "quarantine")
+
+
+def _settings(as_of_minutes: int, keep_log: bool) -> ReplaySettings:
+    return ReplaySettings(utc(LOG_T0 + as_of_minutes * MINUTE).replace(tzinfo=timezone.utc), retention_ms=30 * MINUTE, history=False,
+                          keep_log=keep_log)
+
+
+def _replayed(rows: pa.Table, as_of_minutes: int, keep_log: bool = False) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for name, table in replay_partition(rows, _settings(as_of_minutes, keep_log)):
+        found.setdefault(name, []).extend(table.to_pylist())
+    return found
+
+
+def _whole(raw: pa.Table, as_of_minutes: int) -> pa.Table:
+    return whole(check(records(raw)), (LOG_T0 + as_of_minutes * MINUTE) * 1000)
+
+
+def _state(raw: pa.Table, as_of_minutes: int) -> pa.Table:
+    return pa.Table.from_pylist(_replayed(_whole(raw, as_of_minutes), as_of_minutes, keep_log=True)[REPLAY_STATE])
+
+
+def test_a_kept_log_folds_the_transactions_it_has_decided():
+    """Producer 7 commits three times to one key and commits; 8 aborts; 9 is still open. The kept log holds one
+    row for 7's commits (standing for three), 8's commit and its ABORT marker whole, 9's commit whole, and 7's
+    COMMIT marker folded (it decides nothing left)."""
+    log = OffsetsLog()
+    for i in range(3):
+        log.commit("g", "a", 0, 10 + i, LOG_T0 + i * MINUTE, producer_id=7)
+    log.marker(7, "COMMIT", LOG_T0 + 3 * MINUTE)
+    log.commit("g", "b", 0, 5, LOG_T0 + 4 * MINUTE, producer_id=8)
+    log.marker(8, "ABORT", LOG_T0 + 5 * MINUTE)
+    log.commit("g", "c", 0, 6, LOG_T0 + 6 * MINUTE, producer_id=9)
+    state = _state(log.table(), 10)
+    rows = sorted((r["record_offset"], r["producer_id"], r["transaction_marker"], r["reduced"], r["records"])
+                  for r in state.to_pylist())
+    assert rows == [(2, 7, None, True, 3), (3, 7, "COMMIT", True, 1), (4, 8, None, False, 1),
+                    (5, 8, "ABORT", False, 1), (6, 9, None, False, 1)]
+    assert _replayed(from_state(state, (LOG_T0 + 10 * MINUTE) * 1000)["log"], 10)["committed_offsets"] == \
+        _replayed(_whole(log.table(), 10), 10)["committed_offsets"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(operations=st.lists(_OPERATION, min_size=2, max_size=50), split=st.floats(0, 1),
+       first_as_of=st.integers(0, 50), as_of=st.integers(0, 60))
+def test_a_kept_log_and_the_records_after_it_replay_as_the_whole_log(operations, split, first_as_of, as_of):
+    """A run keeps its log (folded, decided transactions too) as its state; the next one replays state + the
+    rest at a later as_of. Every state table equals the replay of the whole log; so do the kept run's own."""
+    raw = random_log(operations).table()
+    assume(raw.num_rows > 0)
+    cut = max(1, int(raw.num_rows * split))
+    as_of = max(as_of, first_as_of)  # an earlier as_of replays the archive (jobs.sources.replay_state)
+    state = _state(raw.slice(0, cut), first_as_of)
+    cutoff = (LOG_T0 + as_of * MINUTE) * 1000
+    resumed = pa.concat_tables([_whole(raw.slice(cut), as_of), from_state(state, cutoff)["log"]])
+    expected = _replayed(_whole(raw, as_of), as_of)
+    for found in (_replayed(resumed, as_of), _replayed(_whole(raw, as_of), as_of, keep_log=True)):
+        for table in _TABLES:
+            assert _sorted(found.get(table, [])) == _sorted(expected.get(table, [])), table
+
+
+def _sorted(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=repr)
