@@ -18,6 +18,7 @@ from runs import read_tables
 
 import jobs.pipeline
 from jobs.config import RebuildConfig
+from jobs.lake.runs import snapshot
 from jobs.lake.tables import ARCHIVE, REPLAY_STATE, arrow_schema
 from jobs.pipeline import run
 from jobs.replay.chunk import LOG_SCHEMA
@@ -285,3 +286,45 @@ def test_new_records_below_the_archived_end_resume_all_the_same(inputs, tmp_path
     assert two["resumed_from_run"] == one["run_id"]
     assert two["records_new"] == len(log.rows) - first + len(holes)
     assert_same(out, inputs["plain"])
+
+
+def test_new_records_among_the_transactions_the_state_folded_replay_the_archive(tmp_path):
+    """The first dump missed producer 7's ABORT marker: its commit to orders-0 seems decided by the COMMIT after
+    it, and the state folds it. The second dump brings the marker, at an offset before the folded transaction's:
+    the run replays the archive, and its tables are a plain rebuild's (orders-0 never committed)."""
+    log = OffsetsLog()
+    log.commit("tx", "orders", 0, 3, T0, coordinator=0, producer_id=7)
+    log.marker(7, "ABORT", T0 + MINUTE, coordinator=0)  # missed by the first dump
+    log.commit("tx", "orders", 1, 4, T0 + 2 * MINUTE, coordinator=0, producer_id=7)
+    log.marker(7, "COMMIT", T0 + 3 * MINUTE, coordinator=0)
+    first = len(log.rows)
+    log.commit("g", "orders", 0, 4, T0 + DAY, coordinator=0)
+    out = tmp_path / "out"
+    rebuild(write_dump([r for i, r in enumerate(log.rows[:first]) if i != 1], tmp_path / "one"), out,
+            as_of=FIRST_AS_OF)
+    state = snapshot(out, [REPLAY_STATE]).open(REPLAY_STATE).to_pyarrow_table().to_pylist()
+    assert any(r["producer_id"] == 7 and r["reduced"] for r in state)  # the transaction is folded
+    two = rebuild(write_dump([log.rows[1], *log.rows[first:]], tmp_path / "two"), out)
+    plain = rebuild(write_dump(log.rows, tmp_path / "union"), tmp_path / "plain", archive=False)
+    assert two["resumed_from_run"] is None and two["records_replayed"] == plain["records_read"] == len(log.rows)
+    assert_same(out, state_tables(tmp_path / "plain"))
+    tables = read_tables(out)
+    assert sorted((r["group_id"], r["partition"]) for r in tables["committed_offsets"] + tables["expired_offsets"]) \
+        == [("g", 0), ("tx", 1)]
+
+
+def test_new_records_after_the_transactions_the_state_folded_resume(tmp_path):
+    log = OffsetsLog()
+    log.commit("tx", "orders", 0, 3, T0, coordinator=0, producer_id=7)
+    log.marker(7, "COMMIT", T0 + MINUTE, coordinator=0)
+    log.commit("tx", "orders", 0, 5, T0 + 2 * MINUTE, coordinator=0, producer_id=7)
+    first = len(log.rows)
+    log.marker(7, "ABORT", T0 + DAY, coordinator=0)
+    out = tmp_path / "out"
+    one = rebuild(write_dump(log.rows[:first], tmp_path / "one"), out, as_of=FIRST_AS_OF)
+    two = rebuild(write_dump(log.rows[first:], tmp_path / "two"), out)
+    rebuild(write_dump(log.rows, tmp_path / "union"), tmp_path / "plain", archive=False)
+    assert two["resumed_from_run"] == one["run_id"]
+    assert_same(out, state_tables(tmp_path / "plain"))
+    tables = read_tables(out)
+    assert [r["committed_offset"] for r in tables["committed_offsets"] + tables["expired_offsets"]] == [3]
