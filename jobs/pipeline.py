@@ -73,7 +73,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     chunk_outputs = {**CHUNK_OUTPUTS, **(ARCHIVE_OUTPUTS if archive is not None else {})}
     replay_outputs = {**REPLAY_OUTPUTS, **SHARE_OUTPUTS}
     stages = Stages(cfg.output, run_id, {**chunk_outputs, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan),
-                    resumed.files if resumed is not None else ())
+                    resumed.files if resumed is not None else (), frozenset(DERIVE_INPUTS))
     runner.attach(stages)
     sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark)
     try:

@@ -28,6 +28,7 @@ NULL_GROUP = 0  # the group of records without a coordinator partition (all quar
 STATE = "_state"
 # The log rows a task holds before it writes them, a row group per coordinator partition.
 LOG_ROWS = 1 << 20
+OUTPUT_ROWS = 1 << 16  # an output's rows a task holds before it writes them (Stages.by_partition)
 LOGS = ("log", "share_log")  # the records a source task leaves, written in a folder per group of partitions
 EARLIER = "earlier"  # the stage of what an earlier run left for this one to read (Stages.earlier: its files)
 
@@ -43,6 +44,9 @@ class Stages:
     schemas: dict[str, pa.Schema]
     groups: int
     earlier: tuple[Location, ...] = ()
+    # Outputs a later pass reads partition by partition: a row group per partition, which that read skips to. The
+    # others are held and written in few row groups (a row group per partition costs more than its rows, here).
+    by_partition: frozenset[str] = frozenset()
 
     @property
     def state(self) -> Location:
@@ -104,10 +108,11 @@ def group_of(partition: pa.ChunkedArray | pa.Array, groups: int) -> np.ndarray:
 
 
 class TaskOutputs:
-    """A task's outputs, each written as it comes, by either runner: a table in the table's layout, in its run folder
-    (file names are the task's `part`, so a task run again replaces what it wrote), the log by group of coordinator
-    partitions, in row groups of one partition each (the replay reads one partition at a time), held until the
-    task holds LOG_ROWS, so that a partition's rows take few row groups."""
+    """A task's outputs, by either runner: a table in the table's layout, in its run folder (file names are the
+    task's `part`, so a task run again replaces what it wrote), the log by group of coordinator partitions, in row
+    groups of one partition each (the replay reads one partition at a time), held until the task holds LOG_ROWS,
+    so that a partition's rows take few row groups. An output no later pass reads by partition is held too, up to
+    OUTPUT_ROWS; one that such a pass reads (Stages.by_partition) is written as it comes."""
 
     def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
         self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs
@@ -115,6 +120,7 @@ class TaskOutputs:
         self._written = 0
         self._held: dict[tuple[str, int], list[pa.Table]] = {}  # a log's rows by (log, partition) (-1: none)
         self._held_rows: dict[tuple[str, int], int] = {}
+        self._pending: dict[str, list[pa.Table]] = {}  # the other outputs' rows not written yet, by name
 
     def write(self, name: str, table: pa.Table) -> None:
         if not table.num_rows:
@@ -136,8 +142,15 @@ class TaskOutputs:
         elif self.stages.is_table(name) and partition_columns(name):  # partitioned by folders: offset_commits
             self._written += 1
             write_partitioned(table, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
-        else:
+        elif name in self.stages.by_partition:
             self._file(name, schema).write_table(table)
+        else:
+            self._pending.setdefault(name, []).append(table)
+            if sum(t.num_rows for t in self._pending[name]) >= OUTPUT_ROWS:
+                self._write_pending(name)
+
+    def _write_pending(self, name: str) -> None:
+        self._file(name, self.outputs[name]).write_table(pa.concat_tables(self._pending.pop(name)))
 
     def _flush(self, held: tuple[str, int]) -> None:
         name, partition = held
@@ -161,6 +174,8 @@ class TaskOutputs:
     def close(self) -> None:
         for partition in list(self._held):
             self._flush(partition)
+        for name in list(self._pending):
+            self._write_pending(name)
         for writer in self._open.values():
             writer.close()
 
