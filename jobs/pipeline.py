@@ -97,7 +97,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
             stages.clear("chunks", chunk_outputs)
             runner.read_source(plan, partial(kernel, fold=False), chunk_outputs)
         if archive is not None:
-            _stage_archive_offsets(stages, sink, archive)
+            _stage_archive(stages, sink, archive)
         moments = stages.read("chunks", "moments")
         if resumed is not None:
             moments = pa.concat_tables([moments, resumed.moments])
@@ -146,10 +146,10 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
             **({"vacuumed_files": vacuumed} if vacuumed is not None else {}), **runner.work()}
 
 
-def _stage_archive_offsets(stages: Stages, sink: TableSink, archive: Archive) -> None:
-    """raw_records once this run's records are added, and its offsets (`_archive_offsets`): the archive's and
-    those of the records the tasks staged, unless some were staged twice (`unique` keeps one, or none of copies
-    that differ: the offsets are then those of what stays)."""
+def _stage_archive(stages: Stages, sink: TableSink, archive: Archive) -> None:
+    """What the run adds to the archive, made whole: its staged raw_records rows, one per record (`unique`, when
+    some may be there twice), and `_archive_offsets`: the archive's ranges and the staged records', as the tasks
+    noted them or, when `unique` removed copies, as what stays."""
     new = stages.read("chunks", "archive_ranges")
     if overlapping(stages.read("chunks", "archive_spans")):
         removed = unique(stages.folder("chunks", ARCHIVE))  # raw_records: one row per record
