@@ -81,10 +81,16 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-# The modules that take minutes (a wheel built and spark-submitted, a standalone cluster, an S3 server), first:
-# with `--dist loadfile` each xdist worker then ends the run on short modules instead of one worker finishing a
-# long one alone.
-LONG_MODULES = ("tests/cli/test_cluster.py", "tests/cli/test_wheel.py", "tests/lake/test_object_store.py")
+# The modules that take long, longest first (a standalone cluster, a wheel built and spark-submitted, an S3
+# server, then those of half a minute or more): with `--dist loadfile` each xdist worker then ends the run on
+# short modules instead of one worker finishing a long one alone.
+LONG_MODULES = ("tests/cli/test_cluster.py", "tests/cli/test_wheel.py", "tests/lake/test_object_store.py",
+                "tests/lake/test_resume.py", "tests/cli/test_kafka.py", "tests/tools/test_sample.py",
+                "tests/replay/test_reference_runs.py", "tests/cli/test_whole_process.py",
+                "tests/lake/test_archive.py", "tests/sources/test_segments_source.py",
+                "tests/cli/test_consistent_runs.py", "tests/cli/test_snapshots_catalog.py",
+                "tests/replay/test_reduction.py", "tests/tools/test_bench.py", "tests/replay/test_scenarios.py",
+                "tests/replay/test_modern_groups.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -127,14 +127,14 @@ def test_the_archive_there(s3, lake):
     found = []
     # The package's own entry (rebuild's options), from this checkout: the venv's `offsetlake` may be another's.
     env = {**s3.env, "PYTHONPATH": str(Path(jobs.__file__).parents[1])}
-    for name in ("first", "second", "second"):
+    for name in ("first", "second"):  # a rerun appending nothing: tests/lake/test_archive.py
         command = [sys.executable, "-m", "jobs", "--source", f"parquet:s3://{s3.bucket}/dumps/{name}", "--output",
                    tables, "--end-offsets", f"s3://{s3.bucket}/ends.txt", "--archive", *s3.options]
         result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=lake["cwd"], timeout=300)
         assert result.returncode == 0, result.stderr
         summary = json.loads(result.stdout.strip().splitlines()[-1])
         found.append((summary["records_archived_before"], summary["records_new"]))
-    assert found == [(0, 5), (5, 3), (8, 0)]
+    assert found == [(0, 5), (5, 3)]
     remote = Location.parse(tables, s3.storage)
     rows = snapshot(remote, ["raw_records"]).open("raw_records").to_pyarrow_table().to_pylist()
     assert sorted((r["partition"], r["offset"]) for r in rows) == [(0, o) for o in range(8)]
