@@ -148,7 +148,7 @@ def test_a_kept_log_folds_the_transactions_it_has_decided():
         _replayed(_whole(log.table(), 10), 10)["committed_offsets"]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(operations=st.lists(_OPERATION, min_size=2, max_size=50), split=st.floats(0, 1),
        first_as_of=st.integers(0, 50), as_of=st.integers(0, 60))
 def test_a_kept_log_and_the_records_after_it_replay_as_the_whole_log(operations, split, first_as_of, as_of):
