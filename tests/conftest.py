@@ -83,7 +83,8 @@ def pytest_runtest_makereport(item, call):
 
 # The modules that take long, longest first (a standalone cluster, a wheel built and spark-submitted, an S3
 # server, then those of half a minute or more): with `--dist loadfile` each xdist worker then ends the run on
-# short modules instead of one worker finishing a long one alone.
+# short modules instead of one worker finishing a long one alone (pyproject: --no-loadscope-reorder, or xdist
+# would order the modules by their number of tests).
 LONG_MODULES = ("tests/cli/test_cluster.py", "tests/cli/test_wheel.py", "tests/lake/test_object_store.py",
                 "tests/lake/test_resume.py", "tests/cli/test_kafka.py", "tests/tools/test_sample.py",
                 "tests/replay/test_reference_runs.py", "tests/cli/test_whole_process.py",
