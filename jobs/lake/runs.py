@@ -76,6 +76,15 @@ def delta_table(where: Location | str, version: int | None = None) -> Any:
     return DeltaTable(where.delta_uri, version=version, storage_options=where.storage_options)
 
 
+def version_files(where: Location, table: Any) -> list[tuple[Location, dict[str, str]]]:
+    """The data files of `table` (a deltalake.DeltaTable at `where`, at its version) with their partition values
+    as strings (the add actions' paths are URL-encoded and relative to the table)."""
+    adds = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    return [(where.child(*unquote(a["path"]).split("/")),
+             {k.removeprefix("partition."): str(v) for k, v in a.items() if k.startswith("partition.")})
+            for a in adds]
+
+
 def is_table(where: Location) -> bool:
     return where.child("_delta_log").is_dir()
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
-from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -89,12 +88,14 @@ class Archive:
             found = tables.open(ARCHIVE).to_pyarrow_table(columns=["topic", "partition", "offset"])
             ranges = offset_ranges(found.column("topic"), found.column("partition"), found.column("offset"))
         ranges = merged([ranges])
-        topic, partition = ranges.column("topic").to_pylist(), ranges.column("partition").to_pylist()
         first, last = numbers(ranges.column("first_offset")), numbers(ranges.column("last_offset"))
-        starts = [i for i in range(len(topic)) if not i or (topic[i], partition[i]) != (topic[i - 1], partition[i - 1])]
-        bounds = list(zip(starts, [*starts[1:], len(topic)]))
-        ends = {(topic[a], partition[a]): int(last[b - 1]) for a, b in bounds}
-        offsets = {(topic[a], partition[a]): (first[a:b], last[a:b]) for a, b in bounds} if exact else None
+        starts = _partition_starts(ranges)  # a compacted topic's archive: a range per gap, so no Python per range
+        bounds = list(zip(starts, [*starts[1:], ranges.num_rows]))
+        topic = ranges.column("topic").take(pa.array(starts, pa.int64())).to_pylist()
+        partition = ranges.column("partition").take(pa.array(starts, pa.int64())).to_pylist()
+        ends = {(t, p): int(last[b - 1]) for t, p, (_, b) in zip(topic, partition, bounds)}
+        offsets = {(t, p): (first[a:b], last[a:b]) for t, p, (a, b) in zip(topic, partition, bounds)} if exact \
+            else None
         records = int((last - first + 1).sum())
         log.info("the archive holds %d records of %d partitions (version %d)", records, len(ends),
                  tables.versions[ARCHIVE])
@@ -116,13 +117,10 @@ class Archive:
 
     def files(self) -> list[tuple[Location, dict[str, str]]]:
         """raw_records' data files at `version`, with their partition values (read only to read them back)."""
-        from jobs.lake.runs import delta_table
+        from jobs.lake.runs import delta_table, version_files
 
-        if self.version is None:
-            return []
-        adds = pa.table(delta_table(self.location, self.version).get_add_actions(flatten=True)).to_pylist()
-        return [(self.location.child(*unquote(a["path"]).split("/")), {"partition": str(a["partition.partition"])})
-                for a in adds]
+        return version_files(self.location, delta_table(self.location, self.version)) if self.version is not None \
+            else []
 
     def tasks(self, cores: int, task_bytes: int) -> tuple[ArchivedFiles, ...]:
         """The archived records as source tasks, spread as a dump's row groups are."""
@@ -158,16 +156,23 @@ def merged(tables: list[pa.Table]) -> pa.Table:
         [("topic", "ascending"), ("partition", "ascending"), ("first_offset", "ascending")])
     if not ranges.num_rows:
         return ranges
-    topic = ranges.column("topic").to_numpy(zero_copy_only=False)
     p, first, last = (numbers(ranges.column(c)) for c in ("partition", "first_offset", "last_offset"))
-    same = np.concatenate([[False], (topic[1:] == topic[:-1]) & (p[1:] == p[:-1])])
+    starts = _partition_starts(ranges)
+    same = np.ones(len(p), bool)
+    same[starts] = False
     reach = last.copy()  # the highest offset of a partition's ranges so far
-    starts = np.flatnonzero(~same)
     for a, b in zip(starts, [*starts[1:], len(p)]):
         reach[a:b] = np.maximum.accumulate(last[a:b])
     heads = np.flatnonzero(~(same & (first <= np.concatenate([[0], reach[:-1]]) + 1)))
     return pa.table([ranges.column("topic").take(pa.array(heads)), pa.array(p[heads], pa.int32()),
                      pa.array(first[heads]), pa.array(np.maximum.reduceat(last, heads))], schema=RANGE_SCHEMA)
+
+
+def _partition_starts(ranges: pa.Table) -> np.ndarray:
+    """The rows of sorted ranges where a (topic, partition) starts."""
+    topic = ranges.column("topic").to_numpy(zero_copy_only=False)
+    p = numbers(ranges.column("partition"))
+    return np.flatnonzero(np.concatenate([[True], (topic[1:] != topic[:-1]) | (p[1:] != p[:-1])]))
 
 
 def _within(offset: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:

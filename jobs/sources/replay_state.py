@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -48,7 +47,7 @@ class ReplayState:
         """The state to start from under `output`, or None (logged: the archive is then read back): none was
         left by the newest complete run, or `cutoff_us` (this run's as_of, or the future) comes before the
         newest record it folded."""
-        from jobs.lake.runs import delta_table, snapshot
+        from jobs.lake.runs import delta_table, snapshot, version_files
         from jobs.replay.resume import folded_transactions, newest_folded, state_moments
 
         run = snapshot(output, []).run
@@ -65,8 +64,7 @@ class ReplayState:
             log.info("as_of is before the newest record run %s's replay state folded (%s): the archive is read back "
                      "and replayed whole", run["run_id"], newest.isoformat())
             return None
-        adds = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
         log.info("resuming from run %s's replay state (%d rows): the archive is not read back", run["run_id"],
                  found.num_rows)
-        return cls(run["run_id"], tuple(where.child(*unquote(a).split("/")) for a in adds), found.num_rows,
+        return cls(run["run_id"], tuple(f for f, _ in version_files(where, table)), found.num_rows,
                    state_moments(found, started), folded_transactions(found))
