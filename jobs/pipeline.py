@@ -25,7 +25,7 @@ from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
 from jobs.lake.sink import TableSink
-from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, REPLAY_STATE, TABLES, arrow_schema
+from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, REPLAY_STATE, TABLES, arrow_schema
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk
 from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
@@ -73,7 +73,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     chunk_outputs = {**CHUNK_OUTPUTS, **(ARCHIVE_OUTPUTS if archive is not None else {})}
     replay_outputs = {**REPLAY_OUTPUTS, **SHARE_OUTPUTS}
     stages = Stages(cfg.output, run_id, {**chunk_outputs, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan),
-                    resumed.files if resumed is not None else (), frozenset(DERIVE_INPUTS))
+                    resumed.files if resumed is not None else {})
     runner.attach(stages)
     sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark)
     try:
@@ -105,7 +105,8 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         kill_point("replayed")
         settings = ReplaySettings(as_of, cfg.retention_ms, cfg.history, cfg.status_window, cfg.rate_window_ms,
                                   keep_log)
-        inputs = {"log": "chunks", "share_log": "chunks", **({REPLAY_STATE: EARLIER} if resumed is not None else {})}
+        inputs = {"log": "chunks", "share_log": "chunks", **({name: EARLIER for name in resumed.files}
+                                                             if resumed is not None else {})}
         runner.by_partition("replay", inputs, partial(_replay_kernel, settings=settings, cutoff=cutoff),
                             replay_outputs)
         counts = _counts(stages)
@@ -132,7 +133,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         # The archive grows by an append; with nothing archived by a complete run, it is replaced (a first run
         # that died after its append left rows no complete run holds).
         archived = [ARCHIVE, ARCHIVE_OFFSETS] if archive is not None else []
-        kept = [REPLAY_STATE] if keep_log else []  # replaced, as the state tables are
+        kept = [REPLAY_STATE, FOLD_STATE] if keep_log else []  # replaced, as the state tables are
         sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
                     appends=(ARCHIVE,) if archive is not None and archive.version is not None else ())
         vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
@@ -173,13 +174,14 @@ def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings, cutoff
                    ) -> Iterator[tuple[str, pa.Table]]:
     """A coordinator partition of `__consumer_offsets` and the partition of `__share_group_state` of the same
     number: two logs that share nothing but the number, replayed apart; each with the previous run's replay
-    state of it, when the run resumes from one (`cutoff`: this run's, which the state's whole rows are put by)."""
+    state of it and its group fold, when the run resumes from one (`cutoff`: this run's, which the state's whole
+    rows are put by)."""
     logs = {name: inputs[name] for name in ("log", "share_log")}
     if REPLAY_STATE in inputs:
         earlier = from_state(inputs[REPLAY_STATE], cutoff)
         logs = {name: pa.concat_tables([rows, earlier[name]]) for name, rows in logs.items()}
     if logs["log"].num_rows:
-        yield from replay_partition(logs["log"], settings)
+        yield from replay_partition(logs["log"], settings, inputs.get(FOLD_STATE))
     if logs["share_log"].num_rows:
         yield from replay_share_state(logs["share_log"], settings.as_of_us, settings.as_of, settings.keep_log)
 

@@ -9,7 +9,7 @@ commits where it is), anything else in the run's staging area (`_offsetlake_stag
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ NULL_GROUP = 0  # the group of records without a coordinator partition (all quar
 STATE = "_state"
 # The log rows a task holds before it writes them, a row group per coordinator partition.
 LOG_ROWS = 1 << 20
-OUTPUT_ROWS = 1 << 16  # an output's rows a task holds before it writes them (Stages.by_partition)
+OUTPUT_ROWS = 1 << 16  # an output's rows a task holds before it writes them
 LOGS = ("log", "share_log")  # the records a source task leaves, written in a folder per group of partitions
 EARLIER = "earlier"  # the stage of what an earlier run left for this one to read (Stages.earlier: its files)
 
@@ -36,17 +36,14 @@ EARLIER = "earlier"  # the stage of what an earlier run left for this one to rea
 @dataclass(frozen=True)
 class Stages:
     """Run `run_id`'s outputs under `output`: `schemas` gives each output's schema, `groups` how many groups of
-    coordinator partitions the passes after the source's are split into; `earlier`: the files of the one output an
-    earlier run left for this one, read as stage EARLIER (jobs.replay.resume)."""
+    coordinator partitions the passes after the source's are split into; `earlier`: the files of the outputs an
+    earlier run left for this one, by name, read as stage EARLIER (jobs.replay.resume)."""
 
     output: Location
     run_id: str
     schemas: dict[str, pa.Schema]
     groups: int
-    earlier: tuple[Location, ...] = ()
-    # Outputs a later pass reads partition by partition: a row group per partition, which that read skips to. The
-    # others are held and written in few row groups (a row group per partition costs more than its rows, here).
-    by_partition: frozenset[str] = frozenset()
+    earlier: dict[str, tuple[Location, ...]] = field(default_factory=dict)
 
     @property
     def state(self) -> Location:
@@ -75,7 +72,7 @@ class Stages:
             # reduced log, a share of which a task holds well; read per partition, every file would be opened)
             partition = pc.field("coordinator_partition")
             mine = pc.equal(pc.subtract(partition, pc.multiply(pc.divide(partition, self.groups), self.groups)), group)
-            return pads.dataset(_files(list(self.earlier), self.schemas[name]).to_table(filter=mine))
+            return pads.dataset(_files(list(self.earlier[name]), self.schemas[name]).to_table(filter=mine))
         folder = self.folder(stage, name)
         if name in LOGS:
             files = [f for f, _ in data_files(folder.child(f"g{group:05d}"))]
@@ -111,8 +108,9 @@ class TaskOutputs:
     """A task's outputs, by either runner: a table in the table's layout, in its run folder (file names are the
     task's `part`, so a task run again replaces what it wrote), the log by group of coordinator partitions, in row
     groups of one partition each (the replay reads one partition at a time), held until the task holds LOG_ROWS,
-    so that a partition's rows take few row groups. An output no later pass reads by partition is held too, up to
-    OUTPUT_ROWS; one that such a pass reads (Stages.by_partition) is written as it comes."""
+    so that a partition's rows take few row groups. The other outputs are held too, up to OUTPUT_ROWS (a row group
+    per partition costs more than its rows); a partition task's come in order, so a row group holds a run of
+    partitions, and a later pass's read of one partition skips the others."""
 
     def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
         self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs
@@ -142,8 +140,6 @@ class TaskOutputs:
         elif self.stages.is_table(name) and partition_columns(name):  # partitioned by folders: offset_commits
             self._written += 1
             write_partitioned(table, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
-        elif name in self.stages.by_partition:
-            self._file(name, schema).write_table(table)
         else:
             self._pending.setdefault(name, []).append(table)
             if sum(t.num_rows for t in self._pending[name]) >= OUTPUT_ROWS:
@@ -205,10 +201,20 @@ def chunk_task(plan: Any, task: Any, index: int, kernel: Any, outputs: dict[str,
 
 def partition_task(stage: str, group: int, inputs: dict[str, str], kernel: Any, outputs: dict[str, pa.Schema],
                    stages: Stages) -> None:
-    """One group's coordinator partitions, one at a time: a task holds one partition's rows, not its group's."""
+    """One group's coordinator partitions, one at a time. A task holds one partition's rows, each read with a
+    filter; or, when the group's rows are few (LOG_ROWS at most), all of them, read once and cut by partition (a
+    read per partition would scan them again for each)."""
     datasets = {name: stages.group_dataset(source, name, group) for name, source in inputs.items()}
     writers = TaskOutputs(stages, stage, f"g{group:05d}", outputs)
     try:
+        if sum(data.count_rows() for data in datasets.values()) <= LOG_ROWS:
+            held = {name: _by_partition(data.to_table()) for name, data in datasets.items()}
+            for partition in sorted(set().union(*held.values()), key=_in_order):
+                rows = {name: parts.get(partition, datasets[name].schema.empty_table())
+                        for name, parts in held.items()}
+                for name, table in kernel(rows):
+                    writers.write(name, table)
+            return
         for partition in _partitions(datasets):
             found = pc.field("coordinator_partition")
             rows = found.is_null() if partition is None else found == partition
@@ -218,10 +224,24 @@ def partition_task(stage: str, group: int, inputs: dict[str, str], kernel: Any, 
         writers.close()
 
 
+def _by_partition(table: pa.Table) -> dict[int | None, pa.Table]:
+    """A table's rows by coordinator partition (None: rows without one)."""
+    partition = numbers(table.column("coordinator_partition"), -1)
+    order = np.argsort(partition, kind="stable")
+    table, partition = table.take(pa.array(order)), partition[order]
+    starts = np.flatnonzero(np.concatenate([[True], partition[1:] != partition[:-1]])) if len(partition) else []
+    return {(int(partition[a]) if partition[a] >= 0 else None): table.slice(a, b - a)
+            for a, b in zip(starts, [*starts[1:], len(partition)])}
+
+
+def _in_order(partition: int | None) -> tuple[bool, int]:
+    """Coordinator partitions in order, rows without one last."""
+    return partition is None, partition if partition is not None else 0
+
+
 def _partitions(datasets: dict[str, pads.Dataset]) -> list[int | None]:
     """The coordinator partitions the datasets hold rows of (None: rows without one), in order."""
     found: set = set()
     for data in datasets.values():
         found |= set(pc.unique(data.to_table(columns=["coordinator_partition"]).column(0)).to_pylist())
-    return sorted(found, key=lambda p: (p is None, p if p is not None else 0))
-
+    return sorted(found, key=_in_order)

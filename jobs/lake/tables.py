@@ -36,8 +36,10 @@ ARCHIVE = "raw_records"
 ARCHIVE_OFFSETS = "_archive_offsets"
 # With --archive --no-history: the reduced log the next such run starts from (jobs.replay.resume); internal.
 REPLAY_STATE = "_replay_state"
+# With --archive --no-history: the group fold of the replay state, which the next such run reuses (internal).
+FOLD_STATE = "_group_fold"
 # Every table a run may stage in <table>/run-<run id>/ and commit.
-STAGED_TABLES = (*TABLES, ARCHIVE, ARCHIVE_OFFSETS, REPLAY_STATE)
+STAGED_TABLES = (*TABLES, ARCHIVE, ARCHIVE_OFFSETS, REPLAY_STATE, FOLD_STATE)
 
 # State tables that `rebuild --snapshot` also keeps by as_of, in DIR/snapshots/<table> (not quarantine and
 # segment_errors: they describe the input, not the state at a moment).

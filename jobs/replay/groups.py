@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.decode.columns import group_metadata_columns, modern_columns
-from jobs.lake.tables import arrow_type
+from jobs.lake.tables import FOLD_STATE, arrow_schema
 from offsets_codec import REGISTRY, decode_value
 
 CLASSIC = "classic"
@@ -59,32 +59,10 @@ GROUP_TYPES = sorted(t for t, f in FAMILY.items() if f in (CLASSIC, *FAMILIES))
 
 # --- output ----------------------------------------------------------------------------------------
 
-PARTITIONS = "array<struct<topic:string,topic_id:string,subtopology_id:string,partition:int,assignment_epoch:int>>"
-OUTPUT_DDL = {
-    "group": "struct<group_type:string,protocol_type:string,state:string,generation:int,protocol:string,"
-             "leader_id:string,current_state_timestamp_ms:bigint,member_count:int,subscribed_topics:array<string>,"
-             "metadata_record_offset:bigint,target_assignment_epoch:int,topology_epoch:int>",
-    "member": "struct<member_id:string,family:string,group_instance_id:string,client_id:string,client_host:string,"
-              "rack_id:string,session_timeout_ms:int,rebalance_timeout_ms:int,subscribed_topics:array<string>,"
-              f"member_epoch:int,previous_member_epoch:int,member_state:smallint,assigned:{PARTITIONS},"
-              f"pending_revocation:{PARTITIONS},server_assignor:string,subscribed_topic_regex:string,"
-              "is_classic_member:boolean,subscription_version:smallint,member_payload_error:string>",
-    "target": f"struct<member_id:string,partitions:{PARTITIONS}>",
-    "topology": "struct<topology_epoch:int,subtopology_id:string,source_topics:array<string>,"
-                "source_topic_regex:array<string>,repartition_source_topics:array<string>,"
-                "repartition_sink_topics:array<string>,changelog_topics:array<string>>",
-    "topic_name": "struct<topic_id:string,topic:string>",
-    "identity": "struct<holder:string,newest_identity_offset:bigint>",
-    "violation": "struct<reason:string>",
-    "event": "struct<group_type:string,event:string,event_timestamp_ms:bigint,generation:int,"
-             "previous_generation:int,state:string,protocol:string,leader_id:string,member_count:int,"
-             "members_joined:array<string>,members_left:array<string>,seconds_since_previous:double,"
-             "record_offset:bigint>",
-}
-KINDS = tuple(OUTPUT_DDL)
-# The fold's rows: one per (group, kind), the kind's struct filled.
-FOLD_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("group_id", pa.string()), ("kind", pa.string()),
-                         *((k, arrow_type(ddl)) for k, ddl in OUTPUT_DDL.items())])
+# The fold's rows: one per (group, kind), the kind's struct filled. The kinds' layouts are data, in the schema of
+# the table that keeps the fold between runs (jobs.replay.resume), less its fingerprint columns.
+FOLD_SCHEMA = pa.schema([f for f in arrow_schema(FOLD_STATE) if not f.name.startswith("folded_")])
+KINDS = tuple(FOLD_SCHEMA.names[3:])
 
 
 @dataclass
@@ -401,7 +379,7 @@ class PartitionReplay:
         slot.event_offset = record.offset
 
     def results(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        """(group id, kind, row) for every output kind (see OUTPUT_DDL)."""
+        """(group id, kind, row) for every output kind (KINDS)."""
         for group_id, slot in self.slots.items():
             family, start = slot.holder()
             yield group_id, "identity", {"holder": family, "newest_identity_offset": max(slot.identity.values(), default=None)}

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import REPLAY_STATE, arrow_schema
+from jobs.lake.tables import FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.expiry import apply_expiry
@@ -25,7 +25,7 @@ from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_
 from jobs.replay.offsets import offset_state
 from jobs.replay.records import TIMESTAMP, mask, numbers
 from jobs.replay.reduction import combine, fold_decided
-from jobs.replay.resume import state_rows
+from jobs.replay.resume import fingerprints, fold_state, reusable, state_rows
 from jobs.replay.transactions import markers
 from offsets_codec import REGISTRY
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
@@ -65,13 +65,16 @@ OUTPUTS: dict[str, pa.Schema] = {
     "counts": COUNT_SCHEMA,
     "duplicates": DUPLICATE_SCHEMA,
     REPLAY_STATE: arrow_schema(REPLAY_STATE),
+    FOLD_STATE: arrow_schema(FOLD_STATE),
 }
 GROUP_KEY = ["coordinator_partition", "group_id"]
 NON_OFFSET_TYPES = [t for t in REGISTRY if t not in OFFSET_COMMIT_TYPES]
 
 
-def replay_partition(rows: pa.Table, settings: ReplaySettings) -> Iterator[tuple[str, pa.Table]]:
-    """(output name, table) for one coordinator partition's checked rows (with jobs.replay.reduction's fields)."""
+def replay_partition(rows: pa.Table, settings: ReplaySettings, folded: pa.Table | None = None
+                     ) -> Iterator[tuple[str, pa.Table]]:
+    """(output name, table) for one coordinator partition's checked rows (with jobs.replay.reduction's fields);
+    `folded`: the group fold an earlier run kept of the partition (FOLD_STATE rows, jobs.replay.resume)."""
     rows, duplicates, conflicts = deduplicate(rows)
     yield "duplicates", pa.table({"duplicates": [duplicates], "conflicts": [conflicts]}, schema=DUPLICATE_SCHEMA)
     if settings.keep_log:  # the fold of every record so far: the next run starts from it, and so does this replay
@@ -84,10 +87,11 @@ def replay_partition(rows: pa.Table, settings: ReplaySettings) -> Iterator[tuple
     late = mask(pc.greater(rows.column("record_timestamp"), pa.scalar(settings.as_of_us, TIMESTAMP)))
     valid = ~failed & ~late & ~mask(rows.column("after_as_of"))
     if valid.any():
-        yield from _replay(rows, valid, settings)
+        yield from _replay(rows, valid, settings, folded)
 
 
-def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings) -> Iterator[tuple[str, pa.Table]]:
+def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded: pa.Table | None
+            ) -> Iterator[tuple[str, pa.Table]]:
     """The replay of `rows`' `valid` records: each kind of record taken from `rows` once, to where it goes."""
     record_type = rows.column("record_type")
 
@@ -98,7 +102,15 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings) -> Iter
     offset_records = of_types(OFFSET_COMMIT_TYPES)
     offsets = offset_state(offset_records, found)
     group_records = of_types(GROUP_TYPES)
-    fold = fold_groups(group_records, settings.history, offset_records.select(["group_id", "record_offset"]))
+    if settings.keep_log and not settings.history:  # the fold is kept for the next run, which reuses it
+        prints = fingerprints(group_records)
+        reused = reusable(folded, prints) if folded is not None else FOLD_SCHEMA.empty_table()
+        again = pc.invert(pc.is_in(group_records.column("group_id"), value_set=pc.unique(reused.column("group_id"))))
+        fold = pa.concat_tables([fold_groups(group_records.filter(again), events=False),
+                                 reused.select(FOLD_SCHEMA.names).cast(FOLD_SCHEMA)])
+        yield FOLD_STATE, fold_state(fold, prints)
+    else:
+        fold = fold_groups(group_records, settings.history, offset_records.select(["group_id", "record_offset"]))
     kind = fold.column("kind")
 
     def of(name: str) -> pa.Table:

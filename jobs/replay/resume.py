@@ -11,6 +11,11 @@ folded (a ShareUpdate is a delta): they are kept whole, tagged with their topic.
 A folded row stands for records on one side of its run's cutoff, and the records after it are kept whole
 (`keep_late`): so the state serves any later as_of, whose cutoff is recomputed on the whole rows, but not an
 as_of before its newest folded record (`newest_folded`: the run then replays the archive).
+
+The group fold (jobs.replay.groups) decodes every group's records, and most groups have none new in a day: so the
+run also leaves its fold, each group's rows with a fingerprint of the records they were folded from
+(`_group_fold`), and the next run folds only the groups whose records differ (`reusable`). A group's fold reads
+nothing but its own records, so reused rows are those the fold would give again.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import REPLAY_STATE, arrow_schema
+from jobs.lake.tables import FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.chunk import LOG_SCHEMA
 from jobs.replay.counts import moments
 from jobs.replay.duplicates import CONFLICT
@@ -81,3 +86,48 @@ def state_moments(state: pa.Table, started: datetime) -> pa.Table:
     """The moments (jobs.replay.counts.MOMENT_SCHEMA) of `state` (newest_timestamp), as the records it stands for
     would give them to the default as_of."""
     return moments(pa.table({"record_timestamp": state.column("newest_timestamp")}), started)
+
+
+FINGERPRINT = ["folded_records", "folded_hash"]
+
+
+def fingerprints(group_records: pa.Table) -> pa.Table:
+    """Per group id of a coordinator partition's group records (group_id, record_offset): how many, and the sum of
+    a hash of their offsets (modulo 2**64). A record is its offset in the partition: the same records give the
+    same fingerprint, other records almost surely another."""
+    schema = pa.schema([("group_id", pa.string()), ("folded_records", pa.int64()), ("folded_hash", pa.int64())])
+    if not group_records.num_rows:
+        return schema.empty_table()
+    encoded = pc.dictionary_encode(group_records.column("group_id")).combine_chunks()
+    code = encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(code, kind="stable")
+    code, hashed = code[order], _mix(numbers(group_records.column("record_offset")).astype(np.uint64)[order])
+    starts = np.flatnonzero(np.concatenate([[True], code[1:] != code[:-1]]))
+    return pa.table([encoded.dictionary.take(pa.array(code[starts])),
+                     pa.array(np.diff(np.append(starts, len(code)))),
+                     pa.array(np.add.reduceat(hashed, starts).view(np.int64))], schema=schema)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: each uint64 to a well-spread one (arrays wrap on overflow)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def reusable(earlier: pa.Table, now: pa.Table) -> pa.Table:
+    """The `earlier` fold rows (FOLD_STATE) of the groups whose fingerprint is `now`'s (`fingerprints`)."""
+    keys = ["group_id", *FINGERPRINT]
+    rows = earlier.select(keys).append_column("row", pa.array(np.arange(earlier.num_rows)))
+    same = rows.join(now.select(keys), keys=keys, join_type="left semi", use_threads=False)
+    return earlier.take(same.column("row"))
+
+
+def fold_state(fold: pa.Table, prints: pa.Table) -> pa.Table:
+    """Fold rows as FOLD_STATE rows: with their group's fingerprint (`fingerprints`)."""
+    at = pc.index_in(fold.column("group_id"), value_set=prints.column("group_id"))
+    columns = {**{name: fold.column(name) for name in fold.column_names},
+               **{name: prints.column(name).take(at) for name in FINGERPRINT}}
+    schema = arrow_schema(FOLD_STATE)
+    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)

@@ -105,14 +105,20 @@ class Archive:
         """Per record: not archived yet. A dump's by its offset (anti-join); a live cluster's and a log dir's are
         read in offset order, so what lies at or below a partition's archived end is archived."""
         fresh = np.ones(len(offset), bool)
-        for t in np.unique(topic):
-            for p in np.unique(partition[topic == t]):
-                rows, at = (topic == t) & (partition == p), (str(t), int(p))
-                if self.offsets is not None:
-                    if at in self.offsets:
-                        fresh[rows] = ~_within(offset[rows], *self.offsets[at])
-                elif at in (self.ends or {}):
-                    fresh[rows] = offset[rows] > self.ends[at]
+        if not len(offset):
+            return fresh
+        names, code = np.unique(topic, return_inverse=True)
+        key = code.astype(np.int64) << 32 | (partition.astype(np.int64) & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        starts = np.flatnonzero(np.concatenate([[True], key[order][1:] != key[order][:-1]]))
+        for a, b in zip(starts, [*starts[1:], len(order)]):
+            rows = order[a:b]
+            at = (str(names[code[rows[0]]]), int(partition[rows[0]]))
+            if self.offsets is not None:
+                if at in self.offsets:
+                    fresh[rows] = ~_within(offset[rows], *self.offsets[at])
+            elif at in (self.ends or {}):
+                fresh[rows] = offset[rows] > self.ends[at]
         return fresh
 
     def files(self) -> list[tuple[Location, dict[str, str]]]:

@@ -125,29 +125,63 @@ def _compressed(group: Any) -> int:
 
 def read_row_groups(task: Any, columns: list[str]) -> Iterator[Any]:
     """A task's row groups (`plan_dump`) read with pyarrow, with the values of their partition folders; a damaged
-    one ends the task with one line."""
+    one ends the task with one line. Small row groups (a streaming writer's) are read together, up to BATCH_ROWS
+    records: each batch costs the steps after the read more than its records do."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from jobs.sources.tasks import task_error
 
     for path, row_groups, values in task:
-        dump = None
         present = [c for c in columns if c not in values]
-        for group in row_groups:
+        try:
+            dump = pq.ParquetFile(path.path, filesystem=path.fs)
+        except (pa.ArrowException, OSError) as e:
+            raise task_error(BadInput(f"--source parquet: {path.uri}: cannot read it ({_first_line(e)})")) from None
+        read = [c for c in present if c in dump.schema_arrow.names]
+        for groups in _batches(row_groups, [dump.metadata.row_group(g).num_rows for g in row_groups]):
             try:
-                dump = dump or pq.ParquetFile(path.path, filesystem=path.fs)
-                table = dump.read_row_group(group, columns=[c for c in present if c in dump.schema_arrow.names],
-                                            use_threads=False)
+                table = dump.read_row_groups(groups, columns=read, use_threads=False)
             except (pa.ArrowException, OSError) as e:  # a damaged data page: the user's file, said in one line
-                reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                raise task_error(BadInput(f"--source parquet: {path.uri}: cannot read row group {group} ({reason})")
-                                 ) from None
+                damaged = _damaged(dump, groups, read)
+                raise task_error(BadInput(f"--source parquet: {path.uri}: cannot read row group {damaged} "
+                                          f"({_first_line(e)})")) from None
             for name, value in values.items():
                 if name in columns:
                     table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()).cast(
                         pa.int64() if value is not None and re.fullmatch(r"-?\d+", value) else pa.string()))
             yield table
+
+
+BATCH_ROWS = 1 << 16  # row groups smaller than this are read together (read_row_groups)
+
+
+def _batches(row_groups: list[int], rows: list[int]) -> Iterator[list[int]]:
+    """`row_groups` in order, in runs of at most BATCH_ROWS records (a larger row group alone)."""
+    run: list[int] = []
+    held = 0
+    for group, n in zip(row_groups, rows):
+        if run and held + n > BATCH_ROWS:
+            yield run
+            run, held = [], 0
+        run.append(group)
+        held += n
+    if run:
+        yield run
+
+
+def _damaged(dump: Any, groups: list[int], columns: list[str]) -> int:
+    """The first of `groups` that cannot be read (the first of them, if each can alone)."""
+    for group in groups:
+        try:
+            dump.read_row_group(group, columns=columns, use_threads=False)
+        except Exception:  # noqa: BLE001 - whatever failed the run of them
+            return group
+    return groups[0]
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
 
 
 def dump_bytes(root: Location) -> int:

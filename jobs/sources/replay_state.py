@@ -18,7 +18,7 @@ from datetime import datetime
 import pyarrow as pa
 
 from jobs.lake.storage import Location
-from jobs.lake.tables import REPLAY_STATE
+from jobs.lake.tables import FOLD_STATE, REPLAY_STATE
 from jobs.replay.records import TIMESTAMP
 
 log = logging.getLogger("offsetlake")
@@ -26,12 +26,12 @@ log = logging.getLogger("offsetlake")
 
 @dataclass(frozen=True)
 class ReplayState:
-    """The state run `run_id` left: its data files, its rows and their moments (MOMENT_SCHEMA: they count for
-    the default as_of as the records they stand for), and per coordinator partition the highest offset of a
-    transaction it folded."""
+    """The state run `run_id` left: the data files of its tables (`_replay_state`, and `_group_fold` when the run
+    left it), its rows and their moments (MOMENT_SCHEMA: they count for the default as_of as the records they stand
+    for), and per coordinator partition the highest offset of a transaction it folded."""
 
     run_id: str
-    files: tuple[Location, ...]
+    files: dict[str, tuple[Location, ...]]
     rows: int
     moments: pa.Table
     folded_transactions: dict[int, int]
@@ -51,7 +51,8 @@ class ReplayState:
         from jobs.replay.resume import folded_transactions, newest_folded, state_moments
 
         run = snapshot(output, []).run
-        version = {t["table"]: t["version"] for t in run["tables"]}.get(REPLAY_STATE) if run else None
+        versions = {t["table"]: t["version"] for t in run["tables"]} if run else {}
+        version = versions.get(REPLAY_STATE)
         if version is None:
             log.info("no replay state from the newest complete run: the archive is read back and replayed whole")
             return None
@@ -66,5 +67,8 @@ class ReplayState:
             return None
         log.info("resuming from run %s's replay state (%d rows): the archive is not read back", run["run_id"],
                  found.num_rows)
-        return cls(run["run_id"], tuple(f for f, _ in version_files(where, table)), found.num_rows,
-                   state_moments(found, started), folded_transactions(found))
+        files = {REPLAY_STATE: tuple(f for f, _ in version_files(where, table))}
+        if FOLD_STATE in versions:  # else (an older offsetlake's run) every group is folded again
+            fold = output.child(FOLD_STATE)
+            files[FOLD_STATE] = tuple(f for f, _ in version_files(fold, delta_table(fold, versions[FOLD_STATE])))
+        return cls(run["run_id"], files, found.num_rows, state_moments(found, started), folded_transactions(found))

@@ -273,6 +273,9 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
     }
 
 
+SPLIT_ROW_GROUP = 1 << 16  # split_dump's row groups (a 1% dump: a few, so that its tasks are a few)
+
+
 def split_dump(dump: Path, fraction: float, older: Path, newer: Path) -> dict[str, int]:
     """Write `dump`'s records as two dumps: each (topic, partition)'s newest `fraction` of records (by offset) in
     `newer`, the others in `older`; read batch by batch (a 20M-record dump: its offsets, not its records, held).
@@ -310,6 +313,13 @@ def split_dump(dump: Path, fraction: float, older: Path, newer: Path) -> dict[st
         folder.mkdir(parents=True)
     writers = {side: pq.ParquetWriter(str(folder / "part-00000.parquet"), data.schema)
                for side, folder in (("older", older), ("newer", newer))}
+    held: dict[str, list[pa.Table]] = {"older": [], "newer": []}  # written in row groups of a dump's size
+
+    def write(side: str, least: int) -> None:
+        if sum(t.num_rows for t in held[side]) >= max(least, 1):
+            writers[side].write_table(pa.concat_tables(held[side]))
+            held[side] = []
+
     try:
         for batch in data.to_batches():
             table = pa.Table.from_batches([batch], data.schema)
@@ -317,8 +327,11 @@ def split_dump(dump: Path, fraction: float, older: Path, newer: Path) -> dict[st
             new = table.column("offset").to_numpy().astype(np.int64) >= cuts[np.minimum(at, len(cuts) - 1)]
             for side, rows in (("newer", new), ("older", ~new)):
                 part = table.filter(pa.array(rows))
-                writers[side].write_table(part)
+                held[side].append(part)
                 counts[side] += part.num_rows
+                write(side, SPLIT_ROW_GROUP)
+        for side in held:
+            write(side, 0)
     finally:
         for writer in writers.values():
             writer.close()

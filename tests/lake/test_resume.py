@@ -128,6 +128,19 @@ def test_a_run_resumes_from_the_previous_ones_state_reading_only_the_new_records
     assert (out / REPLAY_STATE / f"run-{two['run_id']}").is_dir()
 
 
+def test_a_run_after_one_that_kept_no_group_fold_folds_every_group(inputs, tmp_path, monkeypatch):
+    """An output whose newest run left its state but no _group_fold (an older offsetlake's): the next run resumes
+    from the state and folds every group again."""
+    import jobs.sources.replay_state as replay_state
+
+    out = tmp_path / "out"
+    one = rebuild(inputs["one"], out, as_of=FIRST_AS_OF)
+    monkeypatch.setattr(replay_state, "FOLD_STATE", "_not_recorded")
+    two = rebuild(inputs["rest"], out, end_offsets=str(inputs["ends"]))
+    assert two["resumed_from_run"] == one["run_id"]
+    assert_same(out, inputs["plain"])
+
+
 def test_a_compacted_dump_that_lost_older_records(inputs, tmp_path):
     log, first = inputs["log"], inputs["first"]
     second = [r for r in log.rows[:first] if r in compacted(log.rows)] + log.rows[first:]
@@ -217,11 +230,11 @@ def test_the_spark_runner_resumes_as_the_local_one(spark, inputs, tmp_path):
     assert_same(out, inputs["plain"])
 
 
-@pytest.mark.parametrize("moment", ["staged", "committed:14"])
+@pytest.mark.parametrize("moment", ["staged", "committed:15"])
 def test_a_killed_run_leaves_the_state_as_it_was(inputs, tmp_path, moment):
-    """Killed with every table staged, or right after its state's commit (the 14th: 12 state tables, raw_records,
-    _replay_state) but before it is recorded: the next run resumes from the first one's state, and nothing of the
-    dead run's is left."""
+    """Killed with every table staged, or right after its state's commit (the 15th: 12 state tables, raw_records,
+    _archive_offsets, _replay_state) but before its group fold's and its record: the next run resumes from the
+    first one's state and fold, and nothing of the dead run's is left."""
     import os
     import subprocess
     import sys

@@ -7,12 +7,12 @@ from datetime import datetime, timezone
 import pyarrow as pa
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from offsets_log import MINUTE, OffsetsLog, random_log, utc
+from offsets_log import MINUTE, OffsetsLog, member, random_log, utc
 from offsets_log import T0 as LOG_T0
 
 from jobs.decode.check import check
 from jobs.replay.counts import count_rows, total
-from jobs.lake.tables import REPLAY_STATE
+from jobs.lake.tables import FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.partition import ReplaySettings, replay_partition
 from jobs.replay.records import TIMESTAMP, records
 from jobs.replay.reduction import combine, prefold, whole
@@ -100,12 +100,13 @@ def test_the_counts_of_a_reduced_log_are_the_records_it_stands_for():
 
 _OPERATION = st.tuples(
     st.just(0),  # one coordinator partition: what a partition's replay sees
-    st.sampled_from(["commit", "commit", "commit", "tombstone", "marker", "marker", "marker", "group"]),
+    st.sampled_from(["commit", "commit", "commit", "tombstone", "marker", "marker", "marker", "group",
+                     "group_tombstone"]),
     st.sampled_from(("g0", "g1")), st.sampled_from("ab"), st.just(0),
     st.sampled_from([-1, 201, 202]),  # producer: -1 plain
     st.sampled_from(["COMMIT", "ABORT"]),
 )
-_TABLES = ("committed_offsets", "expired_offsets", "consumer_groups", "pending_transactions", "quarantine")
+_TABLES = ("committed_offsets", "expired_offsets", "consumer_groups", "pending_transactions", "quarantine", "fold")
 
 
 def _settings(as_of_minutes: int, keep_log: bool) -> ReplaySettings:
@@ -113,9 +114,10 @@ def _settings(as_of_minutes: int, keep_log: bool) -> ReplaySettings:
                           keep_log=keep_log)
 
 
-def _replayed(rows: pa.Table, as_of_minutes: int, keep_log: bool = False) -> dict[str, list]:
+def _replayed(rows: pa.Table, as_of_minutes: int, keep_log: bool = False, folded: pa.Table | None = None
+              ) -> dict[str, list]:
     found: dict[str, list] = {}
-    for name, table in replay_partition(rows, _settings(as_of_minutes, keep_log)):
+    for name, table in replay_partition(rows, _settings(as_of_minutes, keep_log), folded):
         found.setdefault(name, []).extend(table.to_pylist())
     return found
 
@@ -125,7 +127,14 @@ def _whole(raw: pa.Table, as_of_minutes: int) -> pa.Table:
 
 
 def _state(raw: pa.Table, as_of_minutes: int) -> pa.Table:
-    return pa.Table.from_pylist(_replayed(_whole(raw, as_of_minutes), as_of_minutes, keep_log=True)[REPLAY_STATE])
+    return _kept(raw, as_of_minutes)[0]
+
+
+def _kept(raw: pa.Table, as_of_minutes: int) -> tuple[pa.Table, pa.Table]:
+    """What a run keeps of `raw` for the next one: its state and its group fold."""
+    kept = _replayed(_whole(raw, as_of_minutes), as_of_minutes, keep_log=True)
+    return (pa.Table.from_pylist(kept[REPLAY_STATE], arrow_schema(REPLAY_STATE)),
+            pa.Table.from_pylist(kept.get(FOLD_STATE, []), arrow_schema(FOLD_STATE)))
 
 
 def test_a_kept_log_folds_the_transactions_it_has_decided():
@@ -152,20 +161,69 @@ def test_a_kept_log_folds_the_transactions_it_has_decided():
 @given(operations=st.lists(_OPERATION, min_size=2, max_size=50), split=st.floats(0, 1),
        first_as_of=st.integers(0, 50), as_of=st.integers(0, 60))
 def test_a_kept_log_and_the_records_after_it_replay_as_the_whole_log(operations, split, first_as_of, as_of):
-    """A run keeps its log (folded, decided transactions too) as its state; the next one replays state + the
-    rest at a later as_of. Every state table equals the replay of the whole log; so do the kept run's own."""
+    """A run keeps its log (folded, decided transactions too) as its state, and its group fold; the next one
+    replays state + the rest at a later as_of, folding again only the groups whose records differ. Every state
+    table and the fold equal the replay of the whole log; so do the kept run's own."""
     raw = random_log(operations).table()
     assume(raw.num_rows > 0)
     cut = max(1, int(raw.num_rows * split))
     as_of = max(as_of, first_as_of)  # an earlier as_of replays the archive (jobs.sources.replay_state)
-    state = _state(raw.slice(0, cut), first_as_of)
+    state, fold = _kept(raw.slice(0, cut), first_as_of)
     cutoff = (LOG_T0 + as_of * MINUTE) * 1000
     resumed = pa.concat_tables([_whole(raw.slice(cut), as_of), from_state(state, cutoff)["log"]])
     expected = _replayed(_whole(raw, as_of), as_of)
-    for found in (_replayed(resumed, as_of), _replayed(_whole(raw, as_of), as_of, keep_log=True)):
+    for found in (_replayed(resumed, as_of, keep_log=True, folded=fold),
+                  _replayed(_whole(raw, as_of), as_of, keep_log=True)):
         for table in _TABLES:
             assert _sorted(found.get(table, [])) == _sorted(expected.get(table, [])), table
 
 
 def _sorted(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=repr)
+
+
+# --- the group fold a run keeps: the next run folds again only the groups with other records ----------------------
+
+def test_a_resumed_replay_folds_again_only_the_groups_whose_records_changed(monkeypatch):
+    """Three groups in the first run; the second adds a record of one and deletes another. Only those two are
+    decoded and folded again; the third's rows are the kept ones, and every output equals the whole log's."""
+    import jobs.replay.partition as partition
+
+    log = OffsetsLog()
+    for name in ("kept", "joined", "deleted"):
+        log.group(name, LOG_T0, members=[member(f"{name}-1", ["a"], {"a": [0]})])
+    first = len(log.rows)
+    log.group("joined", LOG_T0 + MINUTE, members=[member("joined-1", ["a"], {"a": [0]}),
+                                                  member("joined-2", ["a"], {"a": [0]})], generation=2)
+    log.delete_group("deleted", LOG_T0 + MINUTE)
+    raw = log.table()
+    state, fold = _kept(raw.slice(0, first), 5)
+    assert sorted(set(fold.column("group_id").to_pylist())) == ["deleted", "joined", "kept"]
+    folded: list[str] = []
+    fold_groups = partition.fold_groups
+
+    def counted(records: pa.Table, *args, **kwargs) -> pa.Table:
+        folded.extend(set(records.column("group_id").to_pylist()))
+        return fold_groups(records, *args, **kwargs)
+
+    monkeypatch.setattr(partition, "fold_groups", counted)
+    resumed = pa.concat_tables([_whole(raw.slice(first), 10), from_state(state, (LOG_T0 + 10 * MINUTE) * 1000)["log"]])
+    found = _replayed(resumed, 10, keep_log=True, folded=fold)
+    assert sorted(folded) == ["deleted", "joined"]
+    expected = _replayed(_whole(raw, 10), 10)
+    for table in (*_TABLES, "fold"):
+        assert _sorted(found.get(table, [])) == _sorted(expected.get(table, [])), table
+    members = {r["member"]["member_id"] for r in found["fold"] if r["kind"] == "member"}
+    assert members == {"kept-1", "joined-1", "joined-2"}
+
+
+def test_a_fingerprint_is_the_set_of_records():
+    """The same records in any order give the same fingerprint; one more, or another offset, another."""
+    from jobs.replay.resume import fingerprints
+
+    def of(offsets: list[int]) -> tuple:
+        table = pa.table({"group_id": ["g"] * len(offsets), "record_offset": pa.array(offsets, pa.int64())})
+        return tuple(fingerprints(table).to_pylist()[0].values())
+
+    assert of([1, 5, 9]) == of([9, 1, 5])
+    assert len({of([1, 5, 9]), of([1, 5, 9, 12]), of([1, 5, 10]), of([2, 4, 9])}) == 4
