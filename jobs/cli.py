@@ -20,6 +20,7 @@ log = logging.getLogger("offsetlake")
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
 SQL_TABLE_ROWS = 1000  # the aligned table holds its rows: a default bound; csv and json stream
+_COMMAND_LINE = False  # this process is the command line's own (main), not a caller's
 
 
 class OneLineGroup(click.Group):
@@ -153,8 +154,11 @@ def kafka_options(fn: Callable) -> Callable:
 def run_rebuild(**options: Any) -> dict[str, Any]:
     """Parse options into a RebuildConfig and run the pipeline; returns the run summary."""
     from jobs.config import RebuildConfig
+    from jobs.engine import runner_name, without_pandas
 
     cfg = RebuildConfig.build(**options)
+    if _COMMAND_LINE and runner_name(cfg) == "local" and not cfg.catalog:  # the catalog needs a Spark session
+        without_pandas()  # for this process only: a notebook's or a test's may need pandas later
 
     from jobs.sources import check_inputs
 
@@ -431,6 +435,8 @@ def demo(workdir: str, records: int) -> None:
 
 def main() -> None:
     """Console-script entry."""
+    global _COMMAND_LINE
+    _COMMAND_LINE = True
     try:
         cli(prog_name="offsetlake")
     except SystemExit as e:

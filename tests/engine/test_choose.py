@@ -1,7 +1,11 @@
 """Which runner runs a rebuild is decided in one place (jobs.engine.choose_runner)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+import jobs.cli
 
 from jobs.config import RebuildConfig, SourceSpec
 from jobs.engine import choose_runner
@@ -49,3 +53,28 @@ def test_an_unknown_engine_is_refused_before_anything_runs(tmp_path):
     (tmp_path / "dump").mkdir()
     with pytest.raises(BadInput, match="--engine 'gpu'"):
         RebuildConfig.build(source=f"parquet:{tmp_path}/dump", output=str(tmp_path / "out"), engine="gpu")
+
+
+def test_a_local_rebuild_on_the_command_line_does_without_pandas(tmp_path):
+    """pyarrow imports pandas at its first conversion (half a second of a run's start): `offsetlake rebuild` run
+    by the local runner does without it (-X importtime lists every module the process imported), and gives the
+    tables of a run that has it (here, the test's process, where run_rebuild leaves the imports alone)."""
+    import json
+    import subprocess
+    import sys
+
+    from jobs.cli import run_rebuild
+    from jobs.tools.sample import write_sample
+
+    dump = tmp_path / "dump"
+    write_sample(dump, 2000, seed=3)
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "jobs.cli", "-q", "rebuild", "--source",
+                           f"parquet:{dump}", "--output", str(tmp_path / "out"), "--workers", "0"],
+                          capture_output=True, text=True, timeout=300, cwd=Path(jobs.cli.__file__).parents[1])
+    assert done.returncode == 0, done.stderr
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "pyarrow.lib" in imported and not [m for m in imported if m.startswith("pandas.")]  # ("pandas": tried)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    here = run_rebuild(output=str(tmp_path / "here"), source=f"parquet:{dump}", engine="local", workers=0)
+    assert (found["groups"], found["committed_offsets"]) == (here["groups"], here["committed_offsets"])
+    assert here["groups"] > 0 and "pandas" in sys.modules
