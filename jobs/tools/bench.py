@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 import venv
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +230,10 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
     dump = dump.resolve()
     check_source(SourceSpec("parquet", str(dump)))
     older, newer = work / f"{dump.name}-older", work / f"{dump.name}-newest-{fraction}"
-    counts = split_dump(dump, fraction, older, newer)
+    # In a process of its own: a child inherits this process's peak memory (Linux keeps it across fork and exec),
+    # so the split's would be every run's peak_mb.
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        counts = pool.submit(split_dump, dump, fraction, older, newer).result()
 
     def rebuild(source: Path, output: Path, *options: str) -> list[str]:
         return [sys.executable, "-m", "jobs.cli", "-q", "rebuild", "--source", f"parquet:{source}",
