@@ -106,7 +106,7 @@ def plan_row_groups(files: list[tuple[Location, dict]], cores: int, task_bytes: 
     tasks: list[list] = [[]]
     filled = 0.0
     for path, group, _, rows, values in groups:
-        if filled >= per_task and tasks[-1]:
+        if filled + rows / 2 > per_task and tasks[-1]:  # the row group goes where most of it belongs
             tasks.append([])
             filled = 0.0
         task = tasks[-1]
