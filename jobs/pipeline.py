@@ -20,7 +20,7 @@ from jobs.derive.end_offsets import Snapshots, history_rows, merge_history
 from jobs.derive.members import topic_names
 from jobs.derive.stage import INPUTS as DERIVE_INPUTS, OUTPUTS as DERIVE_OUTPUTS, DeriveSettings, derive_partition
 from jobs.engine import choose_runner
-from jobs.engine.stages import EARLIER, Stages
+from jobs.engine.stages import EARLIER, Stages, earlier_files
 from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
@@ -72,8 +72,9 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive, read_back=resumed is None)
     chunk_outputs = {**CHUNK_OUTPUTS, **(ARCHIVE_OUTPUTS if archive is not None else {})}
     replay_outputs = {**REPLAY_OUTPUTS, **SHARE_OUTPUTS}
+    earlier = {name: earlier_files(files) for name, files in resumed.files.items()} if resumed is not None else {}
     stages = Stages(cfg.output, run_id, {**chunk_outputs, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan),
-                    resumed.files if resumed is not None else {})
+                    earlier)
     runner.attach(stages)
     sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark)
     try:

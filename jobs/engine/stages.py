@@ -37,13 +37,14 @@ EARLIER = "earlier"  # the stage of what an earlier run left for this one to rea
 class Stages:
     """Run `run_id`'s outputs under `output`: `schemas` gives each output's schema, `groups` how many groups of
     coordinator partitions the passes after the source's are split into; `earlier`: the files of the outputs an
-    earlier run left for this one, by name, read as stage EARLIER (jobs.replay.resume)."""
+    earlier run left for this one, by name, each with the coordinator partitions it holds (`earlier_files`), read
+    as stage EARLIER (jobs.replay.resume)."""
 
     output: Location
     run_id: str
     schemas: dict[str, pa.Schema]
     groups: int
-    earlier: dict[str, tuple[Location, ...]] = field(default_factory=dict)
+    earlier: dict[str, tuple[tuple[Location, frozenset[int]], ...]] = field(default_factory=dict)
 
     @property
     def state(self) -> Location:
@@ -68,11 +69,12 @@ class Stages:
 
     def group_dataset(self, stage: str, name: str, group: int) -> pads.Dataset:
         """The rows of one group of coordinator partitions (the local runner's files of that group)."""
-        if stage == EARLIER:  # laid out by an earlier run, in other groups: this group's rows, read once (a
-            # reduced log, a share of which a task holds well; read per partition, every file would be opened)
+        if stage == EARLIER:  # laid out by an earlier run, maybe in other groups: this group's rows, from the files
+            # that hold some (a reduced log, a share of which a task holds well)
             partition = pc.field("coordinator_partition")
             mine = pc.equal(pc.subtract(partition, pc.multiply(pc.divide(partition, self.groups), self.groups)), group)
-            return pads.dataset(_files(list(self.earlier[name]), self.schemas[name]).to_table(filter=mine))
+            files = [f for f, partitions in self.earlier[name] if any(p % self.groups == group for p in partitions)]
+            return pads.dataset(_files(files, self.schemas[name]).to_table(filter=mine))
         folder = self.folder(stage, name)
         if name in LOGS:
             files = [f for f, _ in data_files(folder.child(f"g{group:05d}"))]
@@ -89,6 +91,15 @@ class Stages:
             if found[0][1] else None
         return pads.dataset([f.path for f, _ in found], schema=schema, format="parquet", filesystem=folder.fs,
                             partitioning=partitioning, partition_base_dir=folder.path)
+
+
+def earlier_files(files: tuple[Location, ...]) -> tuple[tuple[Location, frozenset[int]], ...]:
+    """An earlier run's files of an output (rows with a coordinator partition), each with the partitions it holds:
+    a task reads only the files that hold some of its group's."""
+    import pyarrow.parquet as pq
+
+    return tuple((f, frozenset(pc.unique(pq.read_table(f.path, columns=["coordinator_partition"], filesystem=f.fs)
+                                         .column(0)).drop_null().to_pylist())) for f in files)
 
 
 def _files(files: list[Location], schema: pa.Schema) -> pads.Dataset:

@@ -278,7 +278,9 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
     }
 
 
-SPLIT_ROW_GROUP = 1 << 14  # split_dump's row groups: a 1% dump has enough to spread over a few tasks
+# split_dump's row groups: the older records' as the dump's own (a Spark dump's), the newer few records' small
+# enough to spread over a few tasks.
+SPLIT_ROW_GROUPS = {"older": 200_000, "newer": 1 << 14}
 
 
 def split_dump(dump: Path, fraction: float, older: Path, newer: Path) -> dict[str, int]:
@@ -334,7 +336,7 @@ def split_dump(dump: Path, fraction: float, older: Path, newer: Path) -> dict[st
                 part = table.filter(pa.array(rows))
                 held[side].append(part)
                 counts[side] += part.num_rows
-                write(side, SPLIT_ROW_GROUP)
+                write(side, SPLIT_ROW_GROUPS[side])
         for side in held:
             write(side, 0)
     finally:
