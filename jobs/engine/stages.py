@@ -137,14 +137,10 @@ class TaskOutputs:
         schema = self.outputs[name]
         table = conform(table, name) if self.stages.is_table(name) else table.select(schema.names).cast(schema)
         if name in LOGS:
-            partition = numbers(table.column("coordinator_partition"), -1)
-            order = np.argsort(partition, kind="stable")
-            table, partition = table.take(pa.array(order)), partition[order]
-            starts = np.flatnonzero(np.concatenate([[True], partition[1:] != partition[:-1]]))
-            for start, end in zip(starts, np.append(starts[1:], len(partition))):
-                p = (name, int(partition[start]))
-                self._held.setdefault(p, []).append(table.slice(start, end - start))
-                self._held_rows[p] = self._held_rows.get(p, 0) + end - start
+            for partition, rows in _by_partition(table).items():
+                p = (name, -1 if partition is None else partition)
+                self._held.setdefault(p, []).append(rows)
+                self._held_rows[p] = self._held_rows.get(p, 0) + rows.num_rows
             if sum(self._held_rows.values()) >= LOG_ROWS:  # a task's memory: bounded, whatever its partitions
                 for p in list(self._held):
                     self._flush(p)

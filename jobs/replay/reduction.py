@@ -118,10 +118,10 @@ def fold_decided(rows: pa.Table) -> pa.Table:
     folded too (one row per fate, counted), at a place their producer had a marker, so none comes between a
     commit and its marker. Right while no record comes later at an offset among these (jobs.pipeline then replays
     the archive)."""
-    ok = mask(pc.is_null(rows.column("error"))) & ~mask(rows.column("after_as_of"))
+    checked = mask(pc.is_null(rows.column("error")))
+    ok = checked & ~mask(rows.column("after_as_of"))
     offset_commit = mask(pc.is_in(rows.column("record_type"), value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
-    commits = np.flatnonzero(transactional(rows) & offset_commit & ~mask(rows.column("reduced")) &
-                             mask(pc.is_null(rows.column("error"))))
+    commits = np.flatnonzero(transactional(rows) & offset_commit & ~mask(rows.column("reduced")) & checked)
     found = markers(rows)
     if not len(commits) or not found.num_rows:
         return rows

@@ -110,7 +110,8 @@ class Archive:
         names, code = np.unique(topic, return_inverse=True)
         key = code.astype(np.int64) << 32 | (partition.astype(np.int64) & 0xFFFFFFFF)
         order = np.argsort(key, kind="stable")
-        starts = np.flatnonzero(np.concatenate([[True], key[order][1:] != key[order][:-1]]))
+        ordered = key[order]
+        starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
         for a, b in zip(starts, [*starts[1:], len(order)]):
             rows = order[a:b]
             at = (str(names[code[rows[0]]]), int(partition[rows[0]]))

@@ -48,7 +48,7 @@ def check_dump(root: Location | str) -> str | None:
         try:
             schema = pq.read_schema(path.path, filesystem=path.fs)
         except (pa.ArrowException, OSError) as e:  # ArrowInvalid: no Parquet magic bytes, a cut-off footer
-            problem = f"cannot read Parquet: {(str(e).strip().splitlines() or [type(e).__name__])[0][:200]}"
+            problem = f"cannot read Parquet: {_first_line(e)}"
         else:
             types = {**{f.name: spark_type(f.type) for f in schema}, **partition_columns}
             problem = column_problem(types)

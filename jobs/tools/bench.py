@@ -320,7 +320,7 @@ def split_dump(dump: Path, fraction: float, older: Path, newer: Path) -> dict[st
         folder.mkdir(parents=True)
     writers = {side: pq.ParquetWriter(str(folder / "part-00000.parquet"), data.schema)
                for side, folder in (("older", older), ("newer", newer))}
-    held: dict[str, list[pa.Table]] = {"older": [], "newer": []}  # written in row groups of a dump's size
+    held: dict[str, list[pa.Table]] = {"older": [], "newer": []}  # written in row groups of SPLIT_ROW_GROUPS
 
     def write(side: str, least: int) -> None:
         if sum(t.num_rows for t in held[side]) >= max(least, 1):
