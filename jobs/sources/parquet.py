@@ -7,6 +7,7 @@ the footers, with pyarrow) and planned as tasks of row groups (`plan_dump`), whi
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 from jobs.errors import BadInput
@@ -85,8 +86,10 @@ def plan_dump(root: Location | str, cores: int, task_bytes: int) -> tuple[tuple,
 
 
 def plan_row_groups(files: list[tuple[Location, dict]], cores: int, task_bytes: int) -> tuple[tuple, set[str]]:
-    """(tasks, the column names found): `files`' row groups spread over tasks as `plan_dump` does (the archive's
-    files are planned so too: jobs.sources.archive)."""
+    """(tasks, the column names found): `files`' records spread over tasks as `plan_dump` does (the archive's
+    files are planned so too: jobs.sources.archive). The records, in file and row-group order, are cut into
+    tasks of the same count: a row group at a cut is read by both tasks, each keeping its rows of it (a small
+    dump of one large row group still keeps every core busy). A task is a tuple of `Rows`."""
     import math
 
     import pyarrow.parquet as pq
@@ -99,24 +102,40 @@ def plan_row_groups(files: list[tuple[Location, dict]], cores: int, task_bytes: 
         names |= set(meta.schema.to_arrow_schema().names) | set(values)
         records += meta.num_rows
         groups += [(path, i, max(_compressed(meta.row_group(i)), 1), meta.row_group(i).num_rows, values)
-                   for i in range(meta.num_row_groups)]
+                   for i in range(meta.num_row_groups) if meta.row_group(i).num_rows]
     total = sum(size for _, _, size, _, _ in groups)
     count = max(cores, math.ceil(total / task_bytes / cores) * cores)
-    per_task = records / count
-    tasks: list[list] = [[]]
-    filled = 0.0
+    per_task = max(1, math.ceil(records / count))
+    tasks: list[list[Rows]] = [[]]
+    filled = 0
     for path, group, _, rows, values in groups:
-        if filled + rows / 2 > per_task and tasks[-1]:  # the row group goes where most of it belongs
-            tasks.append([])
-            filled = 0.0
-        task = tasks[-1]
-        if task and task[-1][0] == path:
-            task[-1][1].append(group)
-        else:
-            task.append((path, [group], values))
-        filled += rows
-    planned = tuple(tuple((p, tuple(g), v) for p, g, v in t) for t in tasks if t)
-    return planned, names
+        start = 0
+        while start < rows:
+            if filled == per_task:
+                tasks.append([])
+                filled = 0
+            stop = min(rows, start + per_task - filled)
+            end = None if stop == rows else stop
+            task = tasks[-1]
+            if task and task[-1].path == path and task[-1].stop is None and start == 0:  # the file's next group
+                task[-1] = Rows(path, (*task[-1].groups, group), values, task[-1].start, end)
+            else:
+                task.append(Rows(path, (group,), values, start, end))
+            filled += stop - start
+            start = stop
+    return tuple(tuple(t) for t in tasks if t), names
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows of one file in a task: its row groups `groups` in order, less the first `start` rows of the first,
+    up to row `stop` of the last (None: all of it)."""
+
+    path: Location
+    groups: tuple[int, ...]
+    values: dict  # the values of the file's partition folders
+    start: int = 0
+    stop: int | None = None
 
 
 def _compressed(group: Any) -> int:
@@ -132,20 +151,26 @@ def read_row_groups(task: Any, columns: list[str]) -> Iterator[Any]:
 
     from jobs.sources.tasks import task_error
 
-    for path, row_groups, values in task:
+    for path, row_groups, values, start, stop in ((r.path, r.groups, r.values, r.start, r.stop) for r in task):
         present = [c for c in columns if c not in values]
         try:
             dump = pq.ParquetFile(path.path, filesystem=path.fs)
         except (pa.ArrowException, OSError) as e:
             raise task_error(BadInput(f"--source parquet: {path.uri}: cannot read it ({_first_line(e)})")) from None
         read = [c for c in present if c in dump.schema_arrow.names]
-        for groups in _batches(row_groups, [dump.metadata.row_group(g).num_rows for g in row_groups]):
+        sizes = [dump.metadata.row_group(g).num_rows for g in row_groups]
+        first, last = row_groups[0], row_groups[-1]
+        for groups in _batches(row_groups, sizes):
             try:
                 table = dump.read_row_groups(groups, columns=read, use_threads=False)
             except (pa.ArrowException, OSError) as e:  # a damaged data page: the user's file, said in one line
                 damaged = _damaged(dump, groups, read)
                 raise task_error(BadInput(f"--source parquet: {path.uri}: cannot read row group {damaged} "
                                           f"({_first_line(e)})")) from None
+            if stop is not None and groups[-1] == last:  # the task's share of a row group cut between tasks
+                table = table.slice(0, table.num_rows - sizes[-1] + stop)
+            if start and groups[0] == first:
+                table = table.slice(start)
             for name, value in values.items():
                 if name in columns:
                     table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()).cast(

@@ -35,14 +35,14 @@ def test_a_damaged_row_group_ends_its_task_with_one_line(tmp_path):
     """A data page that does not decompress fails the task with the file and row group, which the CLI prints as
     its one-line error (jobs.sources.tasks.task_errors), not Spark's report."""
     from jobs.lake.storage import Location
-    from jobs.sources.parquet import COLUMNS, read_row_groups
+    from jobs.sources.parquet import COLUMNS, Rows, read_row_groups
 
     path = tmp_path / "dump.parquet"
     _damaged_dump(path)
     columns = [c for c in COLUMNS if c in pq.read_schema(path).names]
     with pytest.raises(BadInput, match=rf"^--source parquet: {path}: cannot read row group 1 \("):
         with task_errors():
-            list(read_row_groups(((Location.parse(str(path)), (0, 1), {}),), columns))
+            list(read_row_groups((Rows(Location.parse(str(path)), (0, 1), {}),), columns))
 
 
 def test_a_damaged_page_spark_reads_is_named_in_one_line(spark, tmp_path):
