@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.lake.tables import arrow_schema
-from jobs.replay.groups import CLASSIC
+from jobs.replay.groups import CLASSIC, of_kind
 
 MEMBER_TABLES = ("group_members", "group_target_assignments", "streams_topologies")
 # Member state names by family and code (modern/MemberState.java, streams/MemberState.java).
@@ -36,7 +36,7 @@ def topic_names(fold: pa.Table, offset_topics: pa.Table, topic_ids: dict[str, st
     offsets' (topic_id, topic) pairs and the --topic-ids map."""
     names: dict[str, str] = {}
     records = ((t["topic_id"], t["topic"]) for t in
-               fold.filter(pc.equal(fold.column("kind"), "topic_name")).column("topic_name").to_pylist())
+               of_kind(fold, "topic_name").column("topic_name").to_pylist())
     pairs = zip(offset_topics.column("topic_id").to_pylist(), offset_topics.column("topic").to_pylist())
     for topic_id, topic in [*records, *pairs, *topic_ids.items()]:
         if topic_id is not None and topic is not None and (topic_id not in names or topic > names[topic_id]):
@@ -55,10 +55,7 @@ class _NamedFold:
     """The fold's member, target and topology rows (jobs.replay.groups.FOLD_SCHEMA), and the names of topic ids."""
 
     def __init__(self, fold: pa.Table, names: dict[str, str], as_of: datetime) -> None:
-        kind = fold.column("kind")
-        self.members = fold.filter(pc.equal(kind, "member"))
-        self.targets = fold.filter(pc.equal(kind, "target"))
-        self.topologies = fold.filter(pc.equal(kind, "topology"))
+        self.members, self.targets, self.topologies = (of_kind(fold, k) for k in ("member", "target", "topology"))
         self.as_of = as_of
         self._names = names
         self._sources: dict[tuple[int, str, str], list[str | None]] = {}  # (group key, subtopology) -> topics

@@ -65,6 +65,12 @@ FOLD_SCHEMA = pa.schema([f for f in arrow_schema(FOLD_STATE) if not f.name.start
 KINDS = tuple(FOLD_SCHEMA.names[3:])
 
 
+def of_kind(fold: pa.Table, kind: str) -> pa.Table:
+    """The fold's rows of one kind, with the key columns and that kind's struct only: a filter costs what it
+    copies, and the other kinds' (nested, null) columns would cost most."""
+    return fold.select([*FOLD_SCHEMA.names[:3], kind]).filter(pc.equal(fold.column("kind"), kind))
+
+
 @dataclass
 class Record:
     offset: int

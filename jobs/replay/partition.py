@@ -19,7 +19,7 @@ from jobs.lake.tables import FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.expiry import apply_expiry
-from jobs.replay.groups import CLASSIC, FOLD_SCHEMA, GROUP_TYPES, replay_partition as fold_groups
+from jobs.replay.groups import CLASSIC, FOLD_SCHEMA, GROUP_TYPES, of_kind, replay_partition as fold_groups
 from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_MS, MIN_MS, commit_windows,
                                  consume_rates, offset_commits)
 from jobs.replay.offsets import offset_state
@@ -111,10 +111,8 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded:
         yield FOLD_STATE, fold_state(fold, prints)
     else:
         fold = fold_groups(group_records, settings.history, offset_records.select(["group_id", "record_offset"]))
-    kind = fold.column("kind")
-
-    def of(name: str) -> pa.Table:
-        return fold.filter(pc.equal(kind, name))
+    def of(kind: str) -> pa.Table:
+        return of_kind(fold, kind)
 
     partition = rows.column("coordinator_partition")[int(np.argmax(valid))].as_py()
     groups = _groups(partition, of("group"), of("identity"), offsets.committed, offsets.pending)

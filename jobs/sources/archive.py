@@ -101,13 +101,15 @@ class Archive:
                  tables.versions[ARCHIVE])
         return cls(where, tables.versions[ARCHIVE], records, ranges, ends, offsets)
 
-    def new(self, topic: np.ndarray, partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    def new(self, topic: pa.Array | pa.ChunkedArray, partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
         """Per record: not archived yet. A dump's by its offset (anti-join); a live cluster's and a log dir's are
         read in offset order, so what lies at or below a partition's archived end is archived."""
         fresh = np.ones(len(offset), bool)
         if not len(offset):
             return fresh
-        names, code = np.unique(topic, return_inverse=True)
+        encoded = pc.dictionary_encode(topic, null_encoding="encode")
+        encoded = encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
+        names, code = encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
         key = code.astype(np.int64) << 32 | (partition.astype(np.int64) & 0xFFFFFFFF)
         order = np.argsort(key, kind="stable")
         ordered = key[order]
@@ -214,9 +216,10 @@ def archive_chunk(raw: Iterable[pa.Table | pa.RecordBatch], kernel: Callable[[It
             placed = mask(pc.and_(pc.is_valid(partition), pc.is_valid(offset))) & (numbers(offset) >= 0) & ~problem
             source = ~archived & placed
             new = source.copy()
-            topic = table.column("topic").to_numpy(zero_copy_only=False) if "topic" in table.column_names else \
-                np.full(table.num_rows, OFFSETS_TOPIC, object)
-            new[source] = archive.new(topic[source], numbers(partition)[source], numbers(offset)[source])
+            topic = table.column("topic") if "topic" in table.column_names else \
+                pa.array([OFFSETS_TOPIC] * table.num_rows, pa.string())
+            new[source] = archive.new(topic.filter(pa.array(source)), numbers(partition)[source],
+                                      numbers(offset)[source])
             fresh = table.filter(pa.array(new))
             staged = raw_records(fresh, run_id)
             found.append((ARCHIVE, staged))
