@@ -24,7 +24,7 @@ from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_
                                  consume_rates, offset_commits)
 from jobs.replay.offsets import offset_state
 from jobs.replay.records import TIMESTAMP, mask, numbers
-from jobs.replay.reduction import combine, fold_decided
+from jobs.replay.reduction import fold_decided
 from jobs.replay.resume import fingerprints, fold_state, reusable, state_rows
 from jobs.replay.transactions import markers
 from offsets_codec import REGISTRY
@@ -78,7 +78,7 @@ def replay_partition(rows: pa.Table, settings: ReplaySettings, folded: pa.Table 
     rows, duplicates, conflicts = deduplicate(rows)
     yield "duplicates", pa.table({"duplicates": [duplicates], "conflicts": [conflicts]}, schema=DUPLICATE_SCHEMA)
     if settings.keep_log:  # the fold of every record so far: the next run starts from it, and so does this replay
-        rows = fold_decided(combine([rows]))
+        rows = fold_decided(rows)
         yield REPLAY_STATE, state_rows(rows)
     yield "counts", count_rows(rows, settings.as_of_us)
     failed = mask(pc.is_valid(rows.column("error")))

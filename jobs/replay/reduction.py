@@ -88,7 +88,16 @@ def combine(tables: list[pa.Table]) -> pa.Table:
     """Several tasks' rows (`prefold`, or whole) as one task's: the folded rows folded again with the reducible
     whole ones up to the cutoff, the others as they are. Only once no record is there twice."""
     rows = pa.concat_tables(tables)
-    folded = mask(rows.column("reduced")) | (reducible(rows) & ~mask(rows.column("after_as_of")))
+    return _fold_where(rows, _foldable(rows))
+
+
+def _foldable(rows: pa.Table) -> np.ndarray:
+    """Per row: folded already, or a reducible record up to the cutoff (`combine` folds them together)."""
+    return mask(rows.column("reduced")) | (reducible(rows) & ~mask(rows.column("after_as_of")))
+
+
+def _fold_where(rows: pa.Table, folded: np.ndarray) -> pa.Table:
+    """`rows`, those where `folded` folded (`_fold`), the others as they are."""
     if not folded.any():
         return rows
     return pa.concat_tables([rows.filter(pa.array(~folded)), _fold([rows.filter(pa.array(folded))])])
@@ -110,21 +119,21 @@ def _fold(tables: list[pa.Table]) -> pa.Table:
 
 
 def fold_decided(rows: pa.Table) -> pa.Table:
-    """One coordinator partition's rows (`combine`d) with the transactions decided before the cutoff folded, for
-    a run that keeps its reduced log (jobs.replay.resume). A transactional commit whose producer's next marker is
-    COMMIT applies at its own offset like a plain commit (jobs.replay.transactions), so both are folded like one
-    (`reduced`: decided). An aborted commit stays whole with the marker that decides it, as does a commit whose
-    marker has not come or lies after the cutoff. The other markers decide nothing left in the log: they are
-    folded too (one row per fate, counted), at a place their producer had a marker, so none comes between a
-    commit and its marker. Right while no record comes later at an offset among these (jobs.pipeline then replays
-    the archive)."""
+    """One coordinator partition's rows `combine`d, with the transactions decided before the cutoff folded in the
+    same fold, for a run that keeps its reduced log (jobs.replay.resume). A transactional commit whose producer's
+    next marker is COMMIT applies at its own offset like a plain commit (jobs.replay.transactions), so both are
+    folded like one (`reduced`: decided). An aborted commit stays whole with the marker that decides it, as does a
+    commit whose marker has not come or lies after the cutoff. The other markers decide nothing left in the log:
+    they are folded too (one row per fate, counted), at a place their producer had a marker, so none comes between
+    a commit and its marker. Right while no record comes later at an offset among these (jobs.pipeline then
+    replays the archive)."""
     checked = mask(pc.is_null(rows.column("error")))
     ok = checked & ~mask(rows.column("after_as_of"))
     offset_commit = mask(pc.is_in(rows.column("record_type"), value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
     commits = np.flatnonzero(transactional(rows) & offset_commit & ~mask(rows.column("reduced")) & checked)
     found = markers(rows)
     if not len(commits) or not found.num_rows:
-        return rows
+        return _fold_where(rows, _foldable(rows))
     fate, at = next_markers(rows.select(["coordinator_partition", "record_offset", "producer_id"])
                             .take(pa.array(commits)), found)
     offset = numbers(rows.column("record_offset"), -1)
@@ -149,7 +158,6 @@ def fold_decided(rows: pa.Table) -> pa.Table:
     known = mask(pc.is_valid(rows.column("newest_timestamp")))
     rows = rows.set_column(rows.column_names.index("newest_timestamp"), "newest_timestamp",
                            pa.array(stamp, mask=~known).cast(TIMESTAMP))
+    folded = _foldable(rows) | reduced
     rows = rows.set_column(rows.column_names.index("reduced"), "reduced", pa.array(reduced))
-    if not reduced.any():
-        return rows
-    return pa.concat_tables([rows.filter(pa.array(~reduced)), _fold([rows.filter(pa.array(reduced))])])
+    return _fold_where(rows, folded)
