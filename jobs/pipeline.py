@@ -29,7 +29,7 @@ from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, REPLAY_STATE,
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk
 from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
-from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition
+from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition, together
 from jobs.replay.resume import from_state
 from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS, replay_share_state
 from jobs.sources.archive import (OUTPUTS as ARCHIVE_OUTPUTS, Archive, archive_chunk, merged, offset_ranges,
@@ -173,18 +173,21 @@ def _chunk_kernel(raw: Iterable[pa.Table], started: datetime, as_of: datetime | 
 
 def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings, cutoff: int
                    ) -> Iterator[tuple[str, pa.Table]]:
-    """A coordinator partition of `__consumer_offsets` and the partition of `__share_group_state` of the same
-    number: two logs that share nothing but the number, replayed apart; each with the previous run's replay
-    state of it and its group fold, when the run resumes from one (`cutoff`: this run's, which the state's whole
-    rows are put by)."""
+    """Coordinator partitions of `__consumer_offsets` and the partitions of `__share_group_state` of the same
+    numbers: two logs that share nothing but the numbers, replayed apart; each with the previous run's replay
+    state of them and their group fold, when the run resumes from one (`cutoff`: this run's, which the state's
+    whole rows are put by)."""
     logs = {name: inputs[name] for name in ("log", "share_log")}
     if REPLAY_STATE in inputs:
         earlier = from_state(inputs[REPLAY_STATE], cutoff)
         logs = {name: pa.concat_tables([rows, earlier[name]]) for name, rows in logs.items()}
-    if logs["log"].num_rows:
-        yield from replay_partition(logs["log"], settings, inputs.get(FOLD_STATE))
-    if logs["share_log"].num_rows:
-        yield from replay_share_state(logs["share_log"], settings.as_of_us, settings.as_of, settings.keep_log)
+    if FOLD_STATE in inputs:
+        logs[FOLD_STATE] = inputs[FOLD_STATE]
+    for part in together(logs, keyed=["log"]):
+        if part["log"].num_rows:
+            yield from replay_partition(part["log"], settings, part.get(FOLD_STATE))
+        if part["share_log"].num_rows:
+            yield from replay_share_state(part["share_log"], settings.as_of_us, settings.as_of, settings.keep_log)
 
 
 def _counts(stages: Stages) -> dict[str, Any]:
@@ -198,7 +201,8 @@ def _counts(stages: Stages) -> dict[str, Any]:
 
 
 def _derive_kernel(inputs: dict[str, pa.Table], settings: DeriveSettings) -> Iterator[tuple[str, pa.Table]]:
-    return derive_partition(inputs, settings)
+    for part in together(inputs, keyed=["committed_offsets", "fold", "commit_windows", "consume_rates"]):
+        yield from derive_partition(part, settings)
 
 
 def _previous_end_offsets(cfg: RebuildConfig) -> pa.Table | None:

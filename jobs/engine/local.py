@@ -4,7 +4,7 @@ Workers are forked at the start, so they inherit this process's imports and noth
 passes of jobs.engine.stages's tasks over files in the run's staging area:
 1. each source task (jobs.sources.plan) read, checked and reduced (jobs.replay.chunk); its log rows are written
    by group of coordinator partitions, the group being the partition modulo the run's `groups`;
-2. each group's log replayed, partition by partition (jobs.replay.partition);
+2. each group's log replayed, its partitions at once or one by one (jobs.engine.stages.partition_task);
 3. each group's replayed state derived (jobs.derive.stage).
 A group is one task of passes 2 and 3, so a partition's rows meet in one process. The Spark runner runs the same
 tasks on Spark's executors.

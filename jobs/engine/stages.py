@@ -4,7 +4,7 @@ commits where it is), anything else in the run's staging area (`_offsetlake_stag
 <name>`). On any filesystem: paths are Locations.
 
 * `chunk_task`: one task of the source's plan, read by the task itself, through the source kernel;
-* `partition_task`: one group of coordinator partitions, partition by partition, through the replay's or the
+* `partition_task`: one group of coordinator partitions, at once or one by one, through the replay's or the
   derivation's kernel.
 """
 from __future__ import annotations
@@ -118,10 +118,10 @@ def group_of(partition: pa.ChunkedArray | pa.Array, groups: int) -> np.ndarray:
 class TaskOutputs:
     """A task's outputs, by either runner: a table in the table's layout, in its run folder (file names are the
     task's `part`, so a task run again replaces what it wrote), the log by group of coordinator partitions, in row
-    groups of one partition each (the replay reads one partition at a time), held until the task holds LOG_ROWS,
-    so that a partition's rows take few row groups. The other outputs are held too, up to OUTPUT_ROWS (a row group
-    per partition costs more than its rows); a partition task's come in order, so a row group holds a run of
-    partitions, and a later pass's read of one partition skips the others."""
+    groups of one partition each (a large group's replay reads one partition at a time), held until the task holds
+    LOG_ROWS, so that a partition's rows take few row groups. The other outputs are held too, up to OUTPUT_ROWS (a
+    row group per partition costs more than its rows); a large group's partition task gives them in partition
+    order, so a row group holds a run of partitions, and a later pass's read of one partition skips the others."""
 
     def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
         self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs
@@ -208,19 +208,16 @@ def chunk_task(plan: Any, task: Any, index: int, kernel: Any, outputs: dict[str,
 
 def partition_task(stage: str, group: int, inputs: dict[str, str], kernel: Any, outputs: dict[str, pa.Schema],
                    stages: Stages) -> None:
-    """One group's coordinator partitions, one at a time. A task holds one partition's rows, each read with a
-    filter; or, when the group's rows are few (LOG_ROWS at most), all of them, read once and cut by partition (a
-    read per partition would scan them again for each)."""
+    """One group's coordinator partitions. When the group's rows are few (LOG_ROWS at most), they are read once and
+    go to the kernel at once (which replays or derives several partitions as it would each alone: a call costs
+    about as much for a few rows as for many); else the task holds one partition's rows at a time, each read with
+    a filter."""
     datasets = {name: stages.group_dataset(source, name, group) for name, source in inputs.items()}
     writers = TaskOutputs(stages, stage, f"g{group:05d}", outputs)
     try:
         if sum(data.count_rows() for data in datasets.values()) <= LOG_ROWS:
-            held = {name: _by_partition(data.to_table()) for name, data in datasets.items()}
-            for partition in sorted(set().union(*held.values()), key=_in_order):
-                rows = {name: parts.get(partition, datasets[name].schema.empty_table())
-                        for name, parts in held.items()}
-                for name, table in kernel(rows):
-                    writers.write(name, table)
+            for name, table in kernel({name: data.to_table() for name, data in datasets.items()}):
+                writers.write(name, table)
             return
         for partition in _partitions(datasets):
             found = pc.field("coordinator_partition")

@@ -61,20 +61,26 @@ def overlapping(all_spans: pa.Table) -> bool:
 
 
 def deduplicate(rows: pa.Table) -> tuple[pa.Table, int, int]:
-    """One coordinator partition's checked rows, each offset once: of rows with the same offset and contents the
-    first is kept, and rows with the same offset and other contents are all kept with the error CONFLICT. Returns
-    (the rows, how many copies were dropped, how many rows conflict)."""
+    """Coordinator partitions' checked rows, each offset of a partition once: of rows with the same place and
+    contents the first is kept, and rows with the same place and other contents are all kept with the error
+    CONFLICT. Returns (the rows, how many copies were dropped, how many rows conflict)."""
     placed = mask(pc.is_valid(rows.column("record_offset")))
     offset = numbers(rows.column("record_offset"))[placed]
-    if len(offset) < 2 or (offset[1:] > offset[:-1]).all() or len(np.unique(offset)) == len(offset):
+    partition = numbers(rows.column("coordinator_partition"), -1)[placed]
+    if len(offset) < 2 or (((partition[1:] == partition[:-1]) & (offset[1:] > offset[:-1])) |
+                           (partition[1:] > partition[:-1])).all():
         return rows, 0, 0  # a log read in order rises: the first test settles it
+    order = np.lexsort((offset, partition))
+    again = (partition[order][1:] == partition[order][:-1]) & (offset[order][1:] == offset[order][:-1])
+    if not again.any():
+        return rows, 0, 0
     if not placed.all():  # a row without an offset is an error of its own, never anyone's copy
         unplaced = rows.filter(pa.array(~placed))
         kept, dropped, conflicts = deduplicate(rows.filter(pa.array(placed)))
         return pa.concat_tables([kept, unplaced]), dropped, conflicts
-    order = np.argsort(offset, kind="stable")
-    rows, offset = rows.take(pa.array(order)), offset[order]
-    first, in_conflict = copies(rows, offset, _CONTENTS)
+    rows = rows.take(pa.array(order))
+    place = np.cumsum(np.concatenate([[True], ~again]))  # a number per (partition, offset), in order
+    first, in_conflict = copies(rows, place, _CONTENTS)
     keep = first | in_conflict
     dropped = int((~keep).sum())
     rows = rows.filter(pa.array(keep))

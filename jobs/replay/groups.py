@@ -22,6 +22,7 @@ replayed here (jobs.replay.offsets); a group id with offsets and no holder is a 
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -424,28 +425,29 @@ def _epoch_ms(column: pa.ChunkedArray) -> list[int | None]:
 
 
 def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.Table | None = None) -> pa.Table:
-    """The fold over one coordinator partition's valid group records up to as_of (columns coordinator_partition,
-    record_offset, record_timestamp, record_type, group_id, key, value), as FOLD_SCHEMA rows. `offset_records`:
-    the partition's offset records (group_id, record_offset), which tell a group that held only offsets when its
-    type-2 tombstone deletes it (a group event)."""
-    if records.num_rows == 0:
-        return FOLD_SCHEMA.empty_table()
-    records = records.sort_by("record_offset")
-    partition = records.column("coordinator_partition")[0].as_py()
-    timestamps = _epoch_ms(records.column("record_timestamp"))
-    replay = PartitionReplay(events, _offsets_by_group(offset_records) if events else {})
-    for offset, ts, record_type, group_id, key, value in zip(
-            records.column("record_offset").to_pylist(), timestamps, records.column("record_type").to_pylist(),
-            records.column("group_id").to_pylist(), records.column("key").to_pylist(),
-            records.column("value").to_pylist()):
-        replay.feed(Record(offset, ts, record_type, key, value), group_id)
+    """The fold over coordinator partitions' valid group records up to as_of (columns coordinator_partition,
+    record_offset, record_timestamp, record_type, group_id, key, value), partition by partition, as FOLD_SCHEMA
+    rows. `offset_records`: the partitions' offset records (coordinator_partition, group_id, record_offset), which
+    tell a group that held only offsets when its type-2 tombstone deletes it (a group event)."""
     columns: dict[str, list] = {name: [] for name in FOLD_SCHEMA.names}
-    for group_id, kind, row in replay.results():
-        columns["coordinator_partition"].append(partition)
-        columns["group_id"].append(group_id)
-        columns["kind"].append(kind)
-        for k in KINDS:
-            columns[k].append(row if k == kind else None)
+    records = records.sort_by([("coordinator_partition", "ascending"), ("record_offset", "ascending")])
+    partitions = records.column("coordinator_partition").to_pylist()
+    timestamps = _epoch_ms(records.column("record_timestamp"))
+    rows = zip(partitions, records.column("record_offset").to_pylist(), timestamps,
+               records.column("record_type").to_pylist(), records.column("group_id").to_pylist(),
+               records.column("key").to_pylist(), records.column("value").to_pylist())
+    for partition, fed in itertools.groupby(rows, key=lambda row: row[0]):
+        offsets = offset_records.filter(pc.equal(offset_records.column("coordinator_partition"), partition)) \
+            if events and offset_records is not None else None
+        replay = PartitionReplay(events, _offsets_by_group(offsets) if events else {})
+        for _, offset, ts, record_type, group_id, key, value in fed:
+            replay.feed(Record(offset, ts, record_type, key, value), group_id)
+        for group_id, kind, row in replay.results():
+            columns["coordinator_partition"].append(partition)
+            columns["group_id"].append(group_id)
+            columns["kind"].append(kind)
+            for k in KINDS:
+                columns[k].append(row if k == kind else None)
     return pa.table([pa.array(columns[f.name], type=f.type) for f in FOLD_SCHEMA], schema=FOLD_SCHEMA)
 
 

@@ -54,20 +54,22 @@ def is_offset_record(rows: pa.Table) -> np.ndarray:
 
 
 def offset_state(offset_records: pa.Table, found: pa.Table) -> OffsetState:
-    """The committed offsets, the open transactional commits and the winners of one coordinator partition's valid
-    offset records (checked rows, reduced or whole) given its markers `found` (transactions.markers)."""
+    """The committed offsets, the open transactional commits and the winners of coordinator partitions' valid
+    offset records (checked rows, reduced or whole) given their markers `found` (transactions.markers)."""
     n = offset_records.num_rows
     effective, still_open, _ = fates(offset_records, found)
     live = mask(pc.is_valid(offset_records.column("value")))
-    keyed = pa.table({"offset_key": offset_keys(offset_records.column("key")),
+    keyed = pa.table({"coordinator_partition": offset_records.column("coordinator_partition"),
+                      "offset_key": offset_keys(offset_records.column("key")),
                       "record_offset": offset_records.column("record_offset"),
                       "producer_id": offset_records.column("producer_id"),
                       "row": pa.array(np.arange(n, dtype=np.int64))})
-    winners = _newest(keyed.filter(pa.array(effective)), ["offset_key"])
-    pending = _newest(keyed.filter(pa.array(still_open)), ["offset_key", "producer_id"])
-    tombstones = keyed.filter(pa.array(~live)).group_by(["offset_key"], use_threads=False).aggregate(
+    key = ["coordinator_partition", "offset_key"]
+    winners = _newest(keyed.filter(pa.array(effective)), key)
+    pending = _newest(keyed.filter(pa.array(still_open)), [*key, "producer_id"])
+    tombstones = keyed.filter(pa.array(~live)).group_by(key, use_threads=False).aggregate(
         [("record_offset", "max")])
-    pending = pending.join(tombstones, ["offset_key"], use_threads=False)
+    pending = pending.join(tombstones, key, use_threads=False)
     pending = pending.filter(pc.or_kleene(pc.is_null(pending.column("record_offset_max")),
                                           pc.greater(pending.column("record_offset"),
                                                      pending.column("record_offset_max"))))
@@ -79,9 +81,11 @@ def offset_state(offset_records: pa.Table, found: pa.Table) -> OffsetState:
 
 
 def _newest(keyed: pa.Table, by: list[str]) -> pa.Table:
-    """Of `keyed`'s rows, the one with the highest offset per `by` (offsets are unique in a coordinator partition)."""
+    """Of `keyed`'s rows, the one with the highest offset per `by` (which holds coordinator_partition: offsets are
+    unique in a coordinator partition)."""
     newest = keyed.group_by(by, use_threads=False).aggregate([("record_offset", "max")])
-    return keyed.join(newest.select(["record_offset_max"]).rename_columns(["record_offset"]), ["record_offset"],
+    place = ["coordinator_partition", "record_offset"]
+    return keyed.join(newest.select(["coordinator_partition", "record_offset_max"]).rename_columns(place), place,
                       join_type="inner", use_threads=False)
 
 

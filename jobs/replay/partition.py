@@ -1,9 +1,11 @@
-"""The replay of one coordinator partition, as the broker's load of it: every rule of jobs.replay in order.
+"""The replay of coordinator partitions, as the broker's load of each: every rule of jobs.replay in order.
 
 Like GroupCoordinatorShard.replay, it hands each record to one place: offset records to the offsets (and, with
 the history, to offset_commits), group records to the group fold, markers to the transactions; then retention
-is applied at as_of. Its input is the partition's checked rows, whole or reduced (jobs.replay.reduction), in any
-order; its outputs are named tables (OUTPUTS), which a runner writes where the run keeps them.
+is applied at as_of. Its input is the partitions' checked rows, whole or reduced (jobs.replay.reduction), in any
+order; its outputs are named tables (OUTPUTS), which a runner writes where the run keeps them. The rules key
+records by partition and offset, and groups by id: several partitions are replayed at once when no group id is
+in two of them (`together`), which is how Kafka places groups.
 """
 from __future__ import annotations
 
@@ -71,10 +73,34 @@ GROUP_KEY = ["coordinator_partition", "group_id"]
 NON_OFFSET_TYPES = [t for t in REGISTRY if t not in OFFSET_COMMIT_TYPES]
 
 
+def together(inputs: dict[str, pa.Table], keyed: Iterable[str]) -> Iterator[dict[str, pa.Table]]:
+    """`inputs` (tables with coordinator_partition) cut into the sets of coordinator partitions that the replay
+    (or the derivation) takes at once: its rules key a group by its id, so the partitions that share a group id
+    in the `keyed` inputs go one at a time, and the others all together. In Kafka a group id is in one partition
+    of the offsets topic, so that is nearly always one set."""
+    pairs = pa.concat_tables([inputs[name].select(["coordinator_partition", "group_id"]) for name in keyed]) \
+        .group_by(["coordinator_partition", "group_id"], use_threads=False).aggregate([])
+    pairs = pairs.filter(pc.and_(pc.is_valid(pairs.column("coordinator_partition")),
+                                 pc.is_valid(pairs.column("group_id"))))
+    spread = pairs.group_by("group_id", use_threads=False).aggregate([("coordinator_partition", "count")])
+    spread = spread.filter(pc.greater(spread.column("coordinator_partition_count"), 1)).column("group_id")
+    alone = pc.unique(pairs.filter(pc.is_in(pairs.column("group_id"), value_set=spread))
+                      .column("coordinator_partition"))
+    if not len(alone):
+        yield inputs
+        return
+    yield {name: t.filter(pc.invert(pc.fill_null(pc.is_in(t.column("coordinator_partition"), value_set=alone),
+                                                 False))) for name, t in inputs.items()}
+    for partition in sorted(alone.to_pylist()):
+        yield {name: t.filter(pc.fill_null(pc.equal(t.column("coordinator_partition"), partition), False))
+               for name, t in inputs.items()}
+
+
 def replay_partition(rows: pa.Table, settings: ReplaySettings, folded: pa.Table | None = None
                      ) -> Iterator[tuple[str, pa.Table]]:
-    """(output name, table) for one coordinator partition's checked rows (with jobs.replay.reduction's fields);
-    `folded`: the group fold an earlier run kept of the partition (FOLD_STATE rows, jobs.replay.resume)."""
+    """(output name, table) for coordinator partitions' checked rows (with jobs.replay.reduction's fields), as the
+    replay of each alone gives them, when no group id is in two of them (`together`); `folded`: the group fold an
+    earlier run kept of the partitions (FOLD_STATE rows, jobs.replay.resume)."""
     rows, duplicates, conflicts = deduplicate(rows)
     yield "duplicates", pa.table({"duplicates": [duplicates], "conflicts": [conflicts]}, schema=DUPLICATE_SCHEMA)
     if settings.keep_log:  # the fold of every record so far: the next run starts from it, and so does this replay
@@ -110,12 +136,12 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded:
                                  reused.select(FOLD_SCHEMA.names).cast(FOLD_SCHEMA)])
         yield FOLD_STATE, fold_state(fold, prints)
     else:
-        fold = fold_groups(group_records, settings.history, offset_records.select(["group_id", "record_offset"]))
+        fold = fold_groups(group_records, settings.history,
+                           offset_records.select(["coordinator_partition", "group_id", "record_offset"]))
     def of(kind: str) -> pa.Table:
         return of_kind(fold, kind)
 
-    partition = rows.column("coordinator_partition")[int(np.argmax(valid))].as_py()
-    groups = _groups(partition, of("group"), of("identity"), offsets.committed, offsets.pending)
+    groups = _groups(of("group"), of("identity"), offsets.committed, offsets.pending)
     expiry = apply_expiry(offsets.committed, groups, offsets.pending, settings.as_of_ms, settings.retention_ms)
     as_of = pa.scalar(settings.as_of, TIMESTAMP)
     yield "committed_offsets", _offset_rows(expiry.live, as_of, "committed_offsets")
@@ -140,28 +166,29 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded:
         yield "consume_rates", consume_rates(commits, settings.as_of_us, settings.rate_window_ms * 1000)
 
 
-def _groups(partition: int, held: pa.Table, identity: pa.Table, committed: pa.Table, pending: pa.Table) -> pa.Table:
-    """The partition's groups: those a family holds (the fold's), and the simple groups, made by offsets of an id
+def _groups(held: pa.Table, identity: pa.Table, committed: pa.Table, pending: pa.Table) -> pa.Table:
+    """The partitions' groups: those a family holds (the fold's), and the simple groups, made by offsets of an id
     no family holds (state Empty, generation 0, no protocol type). When the newest record that removed an id's
     group (a type-2 or modern group tombstone) came after every commit, its offsets are orphans the pre-4.0
     coordinator loaded as a simple group (`is_orphan`). Open transactional commits count too: their replay
     created the group, and they keep it (spec §8.4)."""
     fields = FOLD_SCHEMA.field("group").type
-    group_rows = [{"coordinator_partition": partition, "group_id": g, **row, "is_orphan": False} for g, row in
-                  zip(held.column("group_id").to_pylist(), held.column("group").to_pylist())]
+    group_rows = [{"coordinator_partition": p, "group_id": g, **row, "is_orphan": False} for p, g, row in
+                  zip(*(held.column(c).to_pylist() for c in ("coordinator_partition", "group_id", "group")))]
     holders = {g: (i["holder"], i["newest_identity_offset"]) for g, i in
                zip(identity.column("group_id").to_pylist(), identity.column("identity").to_pylist())}
-    newest_commit: dict[str, int] = {}
+    newest_commit: dict[str, tuple[int, int]] = {}  # group id -> (its partition, its newest commit's offset)
     for table in (committed, pending):
-        for g, o in zip(table.column("group_id").to_pylist(), table.column("record_offset").to_pylist()):
-            newest_commit[g] = max(o, newest_commit.get(g, o))
-    for g, newest in newest_commit.items():
+        for p, g, o in zip(*(table.column(c).to_pylist() for c in ("coordinator_partition", "group_id",
+                                                                    "record_offset"))):
+            newest_commit[g] = (p, max(o, newest_commit.get(g, (p, o))[1]))
+    for g, (partition, newest) in newest_commit.items():
         holder, newest_identity = holders.get(g, (None, None))
         if holder is not None:
             continue
         group_rows.append({
-            "coordinator_partition": partition, "group_id": g, **{f.name: None for f in fields}, "group_type": CLASSIC, "state": "Empty",
-            "generation": 0, "member_count": 0, "subscribed_topics": [],
+            "coordinator_partition": partition, "group_id": g, **{f.name: None for f in fields}, "group_type": CLASSIC,
+            "state": "Empty", "generation": 0, "member_count": 0, "subscribed_topics": [],
             "is_orphan": newest_identity is not None and newest_identity > newest})
     schema = pa.schema([("coordinator_partition", pa.int32()), ("group_id", pa.string()), *fields,
                         ("is_orphan", pa.bool_())])
@@ -172,12 +199,14 @@ def _activity(winners: pa.Table, others: pa.Table) -> pa.Table:
     """Per group id, the offset and timestamp of the newest record about the group, metadata or offsets
     (group_id, record_offset, record_timestamp): a group's newest offset record is the newest record of one of its
     keys, so the keys' winners stand in for its offset records; `others`: the valid records of the other types."""
-    columns = ["group_id", "record_offset", "record_timestamp"]
+    place = ["coordinator_partition", "record_offset"]
+    columns = [*place, "group_id", "record_timestamp"]
     rows = pa.concat_tables([winners.select(columns), others.select(columns).cast(winners.select(columns).schema)])
     rows = rows.filter(pc.is_valid(rows.column("group_id")))
-    newest = rows.group_by("group_id", use_threads=False).aggregate([("record_offset", "max")])
+    newest = rows.group_by(["coordinator_partition", "group_id"], use_threads=False).aggregate(
+        [("record_offset", "max")])
     # Offsets are unique in a coordinator partition: the newest offset names one record.
-    return rows.join(newest.select(["record_offset_max"]).rename_columns(["record_offset"]), "record_offset",
+    return rows.join(newest.select(["coordinator_partition", "record_offset_max"]).rename_columns(place), place,
                      join_type="inner", use_threads=False)
 
 

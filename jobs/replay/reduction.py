@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.replay.records import TIMESTAMP, mask, micros, numbers
-from jobs.replay.transactions import markers, next_markers, transactional
+from jobs.replay.records import TIMESTAMP, mask, micros
+from jobs.replay.transactions import is_marker, markers, next_marker_rows, transactional
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
@@ -131,20 +131,16 @@ def fold_decided(rows: pa.Table) -> pa.Table:
     ok = checked & ~mask(rows.column("after_as_of"))
     offset_commit = mask(pc.is_in(rows.column("record_type"), value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
     commits = np.flatnonzero(transactional(rows) & offset_commit & ~mask(rows.column("reduced")) & checked)
-    found = markers(rows)
-    if not len(commits) or not found.num_rows:
+    marker_rows = np.flatnonzero(is_marker(rows))
+    if not len(commits) or not len(marker_rows):
         return _fold_where(rows, _foldable(rows))
-    fate, at = next_markers(rows.select(["coordinator_partition", "record_offset", "producer_id"])
-                            .take(pa.array(commits)), found)
-    offset = numbers(rows.column("record_offset"), -1)
-    marker_rows = np.flatnonzero(mask(rows.column("is_control")) &
-                                 mask(pc.is_in(rows.column("record_offset"), value_set=found.column("record_offset"))))
-    marker_rows = marker_rows[np.argsort(offset[marker_rows])]
-    has_marker = np.flatnonzero(mask(pc.is_valid(fate)))
-    deciding = np.full(len(commits), -1)  # per commit: its marker's row (offsets are unique in a partition)
-    deciding[has_marker] = marker_rows[np.searchsorted(offset[marker_rows], numbers(at)[has_marker])]
+    found = markers(rows)  # marker_rows' markers
+    at = next_marker_rows(rows.select(["coordinator_partition", "record_offset", "producer_id"])
+                          .take(pa.array(commits)), found)
+    deciding = np.where(at >= 0, marker_rows[np.maximum(at, 0)], -1)  # per commit: its marker's row
     settled = (deciding >= 0) & ok[commits] & ok[np.maximum(deciding, 0)]
-    committed = settled & mask(pc.equal(fate, "COMMIT"))
+    fate = np.asarray(found.column("fate").to_numpy(zero_copy_only=False), dtype=object)[np.maximum(at, 0)]
+    committed = settled & (fate == "COMMIT")
     reduced = mask(rows.column("reduced")).copy()
     reduced[commits[committed]] = True
     idle = np.zeros(rows.num_rows, bool)

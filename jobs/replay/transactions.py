@@ -19,11 +19,15 @@ MARKER_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("record_offse
                            ("producer_id", pa.int64()), ("fate", pa.string())])
 
 
+def is_marker(checked: pa.Table) -> np.ndarray:
+    """Per checked record: a COMMIT or ABORT marker."""
+    return mask(pc.is_in(checked.column("transaction_marker"), value_set=pa.array(["COMMIT", "ABORT"]))) & \
+        mask(pc.is_null(checked.column("error")))
+
+
 def markers(checked: pa.Table) -> pa.Table:
-    """The COMMIT and ABORT markers among checked records (MARKER_SCHEMA)."""
-    marker = checked.column("transaction_marker")
-    found = checked.filter(pc.and_(pc.is_in(marker, value_set=pa.array(["COMMIT", "ABORT"])),
-                                   pc.is_null(checked.column("error"))))
+    """The COMMIT and ABORT markers among checked records (MARKER_SCHEMA), in their order."""
+    found = checked.filter(pa.array(is_marker(checked)))
     return pa.table([found.column("coordinator_partition"), found.column("record_offset"),
                      found.column("producer_id"), found.column("transaction_marker")], schema=MARKER_SCHEMA)
 
@@ -37,9 +41,22 @@ def next_markers(commits: pa.Table, found: pa.Table) -> tuple[pa.Array, pa.Array
     """Per commit of `commits` (coordinator_partition, record_offset, producer_id): (the fate, the offset) of its
     producer's next marker among `found` (MARKER_SCHEMA) in its coordinator partition; nulls when there is none
     after it (its transaction is still open)."""
+    by_commit = next_marker_rows(commits, found)
+    none = by_commit < 0
+    which = np.maximum(by_commit, 0)  # any row: masked where there is none
+    if not found.num_rows:
+        return pa.nulls(len(which), pa.string()), pa.nulls(len(which), pa.int64())
+    fates = np.asarray(found.column("fate").to_numpy(zero_copy_only=False), dtype=object)
+    positions = numbers(found.column("record_offset"))
+    return pa.array(np.where(none, None, fates[which]), pa.string()), pa.array(positions[which], mask=none)
+
+
+def next_marker_rows(commits: pa.Table, found: pa.Table) -> np.ndarray:
+    """Per commit of `commits`: the row of `found` that holds its producer's next marker in its coordinator
+    partition (`next_markers`), -1 where there is none."""
     n = commits.num_rows
     if not found.num_rows or not n:
-        return pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())
+        return np.full(n, -1)
     partition = np.concatenate([numbers(commits.column("coordinator_partition")),
                                 numbers(found.column("coordinator_partition"))])
     producer = np.concatenate([numbers(commits.column("producer_id")), numbers(found.column("producer_id"))])
@@ -52,16 +69,12 @@ def next_markers(commits: pa.Table, found: pa.Table) -> tuple[pa.Array, pa.Array
     position = np.arange(len(order))
     nearest = np.minimum.accumulate(np.where(is_marker, position, len(order))[::-1])[::-1]
     same_run = (nearest < len(order)) & (run[np.minimum(nearest, len(order) - 1)] == run)
-    fates = np.asarray(found.column("fate").to_numpy(zero_copy_only=False), dtype=object)
-    positions = numbers(found.column("record_offset"))
     marker = np.full(len(order), -1)  # per sorted row: its marker's row in `found`, -1 for none
     marker[same_run] = order[nearest[same_run]] - n
     by_commit = np.full(n, -1)
     commit_rows = ~is_marker
     by_commit[order[commit_rows]] = marker[commit_rows]
-    none = by_commit < 0
-    which = np.maximum(by_commit, 0)  # any row: masked where there is none
-    return pa.array(np.where(none, None, fates[which]), pa.string()), pa.array(positions[which], mask=none)
+    return by_commit
 
 
 def fates(offset_records: pa.Table, found: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

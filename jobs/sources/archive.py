@@ -179,6 +179,8 @@ def merged(tables: list[pa.Table]) -> pa.Table:
 
 def _partition_starts(ranges: pa.Table) -> np.ndarray:
     """The rows of sorted ranges where a (topic, partition) starts."""
+    if not ranges.num_rows:  # an archive of no record (a first run of an empty dump)
+        return np.zeros(0, np.int64)
     topic = ranges.column("topic").to_numpy(zero_copy_only=False)
     p = numbers(ranges.column("partition"))
     return np.flatnonzero(np.concatenate([[True], (topic[1:] != topic[:-1]) | (p[1:] != p[:-1])]))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member, random_log, compacted, write_dump
 from runs import read_tables
@@ -272,6 +272,7 @@ operation = st.tuples(
                                                                 HealthCheck.function_scoped_fixture])
 @given(operations=st.lists(operation, min_size=2, max_size=60), split=st.floats(0.1, 0.9),
        first_as_of=st.floats(0.1, 1.0), as_of=st.floats(0.5, 1.0))
+@example(operations=[(0, "marker", "g0", "a", 0, -1, "COMMIT")] * 2, split=0.5, first_as_of=1.0, as_of=1.0)  # empty
 def test_random_logs_split_anywhere_give_the_tables_of_one_rebuild(tmp_path_factory, operations, split, first_as_of,
                                                                    as_of):
     log = random_log(operations)
