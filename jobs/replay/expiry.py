@@ -94,10 +94,10 @@ def apply_expiry(offsets: pa.Table, groups: pa.Table, pending: pa.Table, as_of_m
     expired = judged.filter(pa.array(expired_now))
     expired = expired.append_column("expired_at_ms", expired.column("expires_at_ms"))
 
-    ids, counts = np.unique(np.asarray(live.column("group_id").to_pylist(), dtype=object), return_counts=True) \
-        if live.num_rows else (np.array([], dtype=object), np.array([], np.int64))
-    count_of = dict(zip(ids.tolist(), counts.tolist()))
-    offset_count = pa.array([count_of.get(g, 0) for g in groups.column("group_id").to_pylist()], pa.int32())
+    counts = pc.value_counts(live.column("group_id")).flatten() if live.num_rows else \
+        [pa.array([], pa.string()), pa.array([], pa.int64())]
+    at = pc.index_in(groups.column("group_id"), value_set=counts[0])
+    offset_count = pc.fill_null(pc.take(counts[1], at), 0).cast(pa.int32())
     with_counts = groups.append_column("offset_count", offset_count)
     open_groups = set(pending.column("group_id").to_pylist())
     deletable = (mask(pc.equal(groups.column("state"), "Empty")) & (offset_count.to_numpy() == 0)
@@ -108,10 +108,15 @@ def apply_expiry(offsets: pa.Table, groups: pa.Table, pending: pa.Table, as_of_m
 
 def _subscribed(offsets: pa.Table, groups: pa.Table) -> np.ndarray:
     """Per offset: its topic is among its group's subscribed topics (spec §8.3: those never expire)."""
-    topics = {g: set(t or ()) for g, t in zip(groups.column("group_id").to_pylist(),
-                                              groups.column("subscribed_topics").to_pylist())}
-    return np.array([topic in topics.get(group, ()) for group, topic in
-                     zip(offsets.column("group_id").to_pylist(), offsets.column("topic").to_pylist())], bool)
+    lists = groups.column("subscribed_topics").combine_chunks()
+    holders = groups.column("group_id").combine_chunks().take(pc.list_parent_indices(lists))
+    subscriptions = pa.table({"group_id": holders, "topic": pc.list_flatten(lists)})
+    rows = pa.table({"group_id": offsets.column("group_id"), "topic": offsets.column("topic"),
+                     "row": pa.array(np.arange(offsets.num_rows))})
+    found = rows.join(subscriptions, ["group_id", "topic"], join_type="left semi", use_threads=False)
+    subscribed = np.zeros(offsets.num_rows, bool)
+    subscribed[numbers(found.column("row"))] = True
+    return subscribed
 
 
 def _keys_in(rows: pa.Table, others: pa.Table, key: list[str]) -> np.ndarray:

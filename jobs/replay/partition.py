@@ -177,12 +177,10 @@ def _groups(held: pa.Table, identity: pa.Table, committed: pa.Table, pending: pa
                   zip(*(held.column(c).to_pylist() for c in ("coordinator_partition", "group_id", "group")))]
     holders = {g: (i["holder"], i["newest_identity_offset"]) for g, i in
                zip(identity.column("group_id").to_pylist(), identity.column("identity").to_pylist())}
-    newest_commit: dict[str, tuple[int, int]] = {}  # group id -> (its partition, its newest commit's offset)
-    for table in (committed, pending):
-        for p, g, o in zip(*(table.column(c).to_pylist() for c in ("coordinator_partition", "group_id",
-                                                                    "record_offset"))):
-            newest_commit[g] = (p, max(o, newest_commit.get(g, (p, o))[1]))
-    for g, (partition, newest) in newest_commit.items():
+    columns = ["coordinator_partition", "group_id", "record_offset"]
+    commits = pa.concat_tables([committed.select(columns), pending.select(columns)]).group_by(
+        columns[:2], use_threads=False).aggregate([("record_offset", "max")])
+    for partition, g, newest in zip(*(commits.column(c).to_pylist() for c in commits.column_names)):
         holder, newest_identity = holders.get(g, (None, None))
         if holder is not None:
             continue
