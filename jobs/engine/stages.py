@@ -29,6 +29,7 @@ STATE = "_state"
 # The log rows a task holds before it writes them, a row group per coordinator partition.
 LOG_ROWS = 1 << 20
 OUTPUT_ROWS = 1 << 16  # an output's rows a task holds before it writes them
+PARTITIONED_ROWS = 1 << 18  # the same, of a table partitioned by folders: each write is a file per folder
 LOGS = ("log", "share_log")  # the records a source task leaves, written in a folder per group of partitions
 EARLIER = "earlier"  # the stage of what an earlier run left for this one to read (Stages.earlier: its files)
 
@@ -120,7 +121,8 @@ class TaskOutputs:
     task's `part`, so a task run again replaces what it wrote), the log by group of coordinator partitions, in row
     groups of one partition each (a large group's replay reads one partition at a time), held until the task holds
     LOG_ROWS, so that a partition's rows take few row groups. The other outputs are held too, up to OUTPUT_ROWS (a
-    row group per partition costs more than its rows); a large group's partition task gives them in partition
+    row group per partition costs more than its rows; PARTITIONED_ROWS for a table partitioned by folders, each of
+    whose writes is a file per folder); a large group's partition task gives them in partition
     order, so a row group holds a run of partitions, and a later pass's read of one partition skips the others."""
 
     def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
@@ -144,16 +146,23 @@ class TaskOutputs:
             if sum(self._held_rows.values()) >= LOG_ROWS:  # a task's memory: bounded, whatever its partitions
                 for p in list(self._held):
                     self._flush(p)
-        elif self.stages.is_table(name) and partition_columns(name):  # partitioned by folders: offset_commits
-            self._written += 1
-            write_partitioned(table, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
         else:
             self._pending.setdefault(name, []).append(table)
-            if sum(t.num_rows for t in self._pending[name]) >= OUTPUT_ROWS:
+            held = sum(t.num_rows for t in self._pending[name])
+            if held >= (PARTITIONED_ROWS if self._partitioned(name) else OUTPUT_ROWS):
                 self._write_pending(name)
 
+    def _partitioned(self, name: str) -> bool:
+        """A table partitioned by folders (raw_records, offset_commits): a write is a file per folder."""
+        return self.stages.is_table(name) and bool(partition_columns(name))
+
     def _write_pending(self, name: str) -> None:
-        self._file(name, self.outputs[name]).write_table(pa.concat_tables(self._pending.pop(name)))
+        rows = pa.concat_tables(self._pending.pop(name))
+        if self._partitioned(name):
+            self._written += 1
+            write_partitioned(rows, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
+        else:
+            self._file(name, self.outputs[name]).write_table(rows)
 
     def _flush(self, held: tuple[str, int]) -> None:
         name, partition = held
@@ -171,7 +180,7 @@ class TaskOutputs:
             folder = folder.child(sub) if sub else folder
             folder.mkdir()
             self._open[name] = pq.ParquetWriter(folder.child(f"{self.part}.parquet").path, schema,
-                                                filesystem=folder.fs)
+                                                filesystem=folder.fs, **write_options(schema))
         return self._open[name]
 
     def close(self) -> None:
@@ -183,12 +192,19 @@ class TaskOutputs:
             writer.close()
 
 
+def write_options(schema: pa.Schema) -> dict[str, list[str]]:
+    """Parquet options of the files tasks write: dictionaries for strings (ids and names repeat), statistics for
+    flat columns (a read of one partition skips the others' row groups); neither for the records' bytes, whose
+    dictionaries and minima cost the write and serve no reader."""
+    flat = [f.name for f in schema if not (pa.types.is_binary(f.type) or pa.types.is_nested(f.type))]
+    return {"use_dictionary": [f.name for f in schema if pa.types.is_string(f.type)], "write_statistics": flat}
+
+
 def write_partitioned(table: pa.Table, folder: Location, basename: str, name: str) -> None:
     columns = partition_columns(name)
     partitioning = pads.partitioning(pa.schema([table.schema.field(c) for c in columns]), flavor="hive")
     days = len(pc.unique(table.column(columns[0])))
-    options = pads.ParquetFileFormat().make_write_options(
-        use_dictionary=[f.name for f in table.schema if pa.types.is_string(f.type)])
+    options = pads.ParquetFileFormat().make_write_options(**write_options(table.schema))
     pads.write_dataset(table, folder.path, filesystem=folder.fs, format="parquet",
                        basename_template=f"{basename}-{{i}}.parquet", partitioning=partitioning,
                        existing_data_behavior="overwrite_or_ignore", max_partitions=days + 1, use_threads=False,
