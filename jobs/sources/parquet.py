@@ -77,9 +77,9 @@ def dump_files(root: Location) -> list[tuple[Location, dict[str, str | None]]]:
 
 
 def plan_dump(root: Location | str, cores: int, task_bytes: int) -> tuple[tuple, int, tuple[str, ...]]:
-    """(tasks, bytes, the COLUMNS the dump has): the dump's row groups spread over tasks of at most about
-    `task_bytes` (compressed), as many as `cores` at least, each with about as many records (a task's work is
-    per record: compression varies with the keys)."""
+    """(tasks, bytes, the COLUMNS the dump has): the dump's records cut into tasks of at most about `task_bytes`
+    (compressed), as many as `cores` at least, each with as many records (a task's work is per record:
+    compression varies with the keys)."""
     files = dump_files(located(root))
     planned, names = plan_row_groups(files, cores, task_bytes)
     return planned, _bytes(files), tuple(c for c in COLUMNS if c in names)

@@ -2,7 +2,7 @@
 of the log that any worker (a forked process, a Spark executor) reads into raw Arrow batches (the contract's
 columns), and, for notebooks and Spark's own Kafka source, the same records as one Spark frame.
 
-* a Parquet dump: row groups spread over tasks of about TASK_BYTES (jobs.sources.parquet);
+* a Parquet dump: its records cut into tasks of about TASK_BYTES, by row group (jobs.sources.parquet);
 * log segments: one task per coordinator partition, its segments in base-offset order (jobs.sources.segments);
 * a live cluster: one task per offsets-topic partition, [log start, end) captured now (jobs.sources.kafka).
 
