@@ -122,8 +122,8 @@ class TaskOutputs:
     groups of one partition each (a large group's replay reads one partition at a time), held until the task holds
     LOG_ROWS, so that a partition's rows take few row groups. The other outputs are held too, up to OUTPUT_ROWS (a
     row group per partition costs more than its rows; PARTITIONED_ROWS for a table partitioned by folders, each of
-    whose writes is a file per folder); a large group's partition task gives them in partition
-    order, so a row group holds a run of partitions, and a later pass's read of one partition skips the others."""
+    whose writes is a file per folder); a large group's partition task gives them in partition order, so a row
+    group holds a run of partitions, and a later pass's read of one partition skips the others."""
 
     def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
         self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs

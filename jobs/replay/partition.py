@@ -138,6 +138,7 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded:
     else:
         fold = fold_groups(group_records, settings.history,
                            offset_records.select(["coordinator_partition", "group_id", "record_offset"]))
+
     def of(kind: str) -> pa.Table:
         return of_kind(fold, kind)
 
