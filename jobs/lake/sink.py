@@ -70,6 +70,7 @@ class TableSink:
         self.snapshots = snapshots  # also write the state tables to DIR/snapshots/<table> (--snapshot)
         self.spark = spark
         self.committed: dict[str, str] = {}  # table -> Delta path, as commit() lands them
+        self._rows: dict[str, int] = {}  # a staged file's rows, from its footer (the summary's, then the commit's)
 
     def staged(self, table: str) -> Location:
         """The folder a table is staged in: Parquet, partitioned by folders as the Delta table will be."""
@@ -89,8 +90,13 @@ class TableSink:
 
     def rows(self, table: str) -> int:
         """The staged table's rows (from the files' footers: cheap)."""
-        data = self._dataset(table)
-        return data.count_rows() if data is not None else 0
+        return sum(self._file_rows(f) for f, _ in data_files(self.staged(table)))
+
+    def _file_rows(self, file: Location) -> int:
+        """A staged file's rows, its footer read once (a staged file never changes)."""
+        if file.path not in self._rows:
+            self._rows[file.path] = pq.ParquetFile(file.path, filesystem=file.fs).metadata.num_rows
+        return self._rows[file.path]
 
     def head(self, table: str, n: int, columns: list[str]) -> list[dict[str, Any]]:
         data = self._dataset(table)
@@ -155,7 +161,7 @@ class TableSink:
         from deltalake.transaction import CommitProperties
 
         staged = self.staged(table)
-        actions = (_add_action(target, f, values) for f, values in data_files(staged))
+        actions = (_add_action(target, f, values, self._file_rows(f)) for f, values in data_files(staged))
         adds = [a for a in actions if a is not None]
         _transaction(target, arrow_schema(table), adds, partition_columns(table),
                      CommitProperties(custom_metadata=commit_metadata(run_id)), mode)
@@ -212,9 +218,9 @@ def _transaction(target: Location, schema: pa.Schema, adds: list, partitions: li
                                       storage_options=target.storage_options, commit_properties=properties)
 
 
-def _add_action(target: Location, file: Location, partition_values: dict[str, str | None]) -> Any:
+def _add_action(target: Location, file: Location, partition_values: dict[str, str | None], rows: int) -> Any:
     """A staged `file` under the table at `target` as a Delta add action: its path in the table, size, partition
-    values (from the hive-style folders it is in: `commit_date=2026-11-20`) and row count (from its footer).
+    values (from the hive-style folders it is in: `commit_date=2026-11-20`) and `rows` (from its footer).
     None for a file without rows: an empty table has no data files (its schema is in the log)."""
     import json
     from urllib.parse import quote
@@ -222,7 +228,6 @@ def _add_action(target: Location, file: Location, partition_values: dict[str, st
     from deltalake.transaction import AddAction
 
     info = file.fs.get_file_info(file.path)
-    rows = pq.ParquetFile(file.path, filesystem=file.fs).metadata.num_rows
     if not rows:
         return None
     stats = json.dumps({"numRecords": rows})

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.replay.records import TIMESTAMP, mask, micros
+from jobs.replay.records import TIMESTAMP, mask, micros, numbers
 from jobs.replay.transactions import is_marker, markers, next_marker_rows, transactional
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
@@ -144,7 +144,8 @@ def fold_decided(rows: pa.Table) -> pa.Table:
     reduced = mask(rows.column("reduced")).copy()
     reduced[commits[committed]] = True
     idle = np.zeros(rows.num_rows, bool)
-    idle[marker_rows] = ok[marker_rows]
+    partition = numbers(rows.column("coordinator_partition"), -1)  # a partition without commits keeps its markers
+    idle[marker_rows] = ok[marker_rows] & np.isin(partition[marker_rows], partition[commits])
     idle[deciding[(deciding >= 0) & ~committed]] = False  # a marker a whole commit waits for
     reduced |= idle
     # A folded commit stands for its marker too: no as_of before the marker is replayed from it.

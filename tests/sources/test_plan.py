@@ -22,7 +22,7 @@ def _dump(folder, files: list[list[int]]) -> list[tuple[Location, dict]]:
     return written
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(files=st.lists(st.lists(st.integers(0, 40), min_size=1, max_size=5), min_size=1, max_size=3),
        cores=st.integers(1, 4), task_bytes=st.sampled_from([1, 1 << 30]))
 def test_every_record_is_read_once_by_tasks_of_the_same_count(tmp_path_factory, files, cores, task_bytes):
