@@ -33,7 +33,7 @@ from jobs.kill_points import kill_point
 from jobs.lake.hive import data_files, relative
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
 from jobs.lake.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, is_table, new_run_id, record_run,
-                            spark_user_metadata)
+                            run_id_of, spark_user_metadata)
 from jobs.lake.storage import Location
 from jobs.lake.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, STAGED_TABLES, TABLES, arrow_schema, conform,
                               partition_columns, snapshot_table)
@@ -118,9 +118,10 @@ class TableSink:
                 mode = "append" if table in appends else "overwrite"
                 if self.engine == "spark":
                     self._commit_spark(table, target, run_id, mode)
+                    version = None
                 else:
-                    self._commit_delta_rs(table, target, run_id, mode)
-                versions[table] = committed_version(target, run_id)
+                    version = self._commit_delta_rs(table, target, run_id, mode)
+                versions[table] = committed_version(target, run_id) if version is None else version
                 written[table] = target.uri
                 kill_point(f"committed:{len(written)}")
             for table in (SNAPSHOT_TABLES if self.snapshots else ()):
@@ -154,17 +155,18 @@ class TableSink:
         if staging.is_dir() and not staging.children():
             staging.remove()
 
-    def _commit_delta_rs(self, table: str, target: Location, run_id: str, mode: str = "overwrite") -> None:
+    def _commit_delta_rs(self, table: str, target: Location, run_id: str, mode: str = "overwrite") -> int | None:
         """One overwrite (or append) commit whose data files are the staged files, where they are (in the table's
         folder). An overwrite removes every file of the previous version; until it lands, the new files are
-        unreferenced, so a run killed here leaves the table as it was."""
+        unreferenced, so a run killed here leaves the table as it was. Returns the version committed, when the
+        table read it back (`_transaction`)."""
         from deltalake.transaction import CommitProperties
 
         staged = self.staged(table)
         actions = (_add_action(target, f, values, self._file_rows(f)) for f, values in data_files(staged))
         adds = [a for a in actions if a is not None]
-        _transaction(target, arrow_schema(table), adds, partition_columns(table),
-                     CommitProperties(custom_metadata=commit_metadata(run_id)), mode)
+        return _transaction(target, arrow_schema(table), adds, partition_columns(table),
+                            CommitProperties(custom_metadata=commit_metadata(run_id)), mode, run_id)
 
     def _staged_batches(self, table: str) -> pa.RecordBatchReader:
         """The staged table, batch by batch with its contract's Arrow types (the driver never holds it whole)."""
@@ -202,16 +204,20 @@ class TableSink:
 
 
 def _transaction(target: Location, schema: pa.Schema, adds: list, partitions: list[str], properties: Any,
-                 mode: str = "overwrite") -> None:
+                 mode: str = "overwrite", run_id: str | None = None) -> int | None:
     """Replace the table at `target` by the files `adds`, or add them (`mode` append); the first time, create it
-    with TABLE_PROPERTIES."""
+    with TABLE_PROPERTIES. Returns the version committed when the table, read on to its newest commit, shows it as
+    run `run_id`'s (else None: jobs.lake.runs.committed_version looks for it)."""
     from deltalake import DeltaTable, Schema
     from deltalake.transaction import create_table_with_add_actions
 
     delta_schema = Schema.from_arrow(schema)
     if is_table(target):
-        DeltaTable(target.delta_uri, storage_options=target.storage_options).create_write_transaction(
-            adds, mode, delta_schema, partitions or None, commit_properties=properties)
+        table = DeltaTable(target.delta_uri, storage_options=target.storage_options)
+        table.create_write_transaction(adds, mode, delta_schema, partitions or None, commit_properties=properties)
+        table.update_incremental()
+        newest = table.history(1)
+        return int(newest[0]["version"]) if newest and run_id_of(newest[0]) == run_id else None
     else:
         create_table_with_add_actions(target.delta_uri, delta_schema, adds, mode=mode,
                                       partition_by=partitions or None, configuration=TABLE_PROPERTIES,
