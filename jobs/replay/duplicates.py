@@ -71,7 +71,8 @@ def deduplicate(rows: pa.Table) -> tuple[pa.Table, int, int]:
                            (partition[1:] > partition[:-1])).all():
         return rows, 0, 0  # a log read in order rises: the first test settles it
     order = np.lexsort((offset, partition))
-    again = (partition[order][1:] == partition[order][:-1]) & (offset[order][1:] == offset[order][:-1])
+    p, o = partition[order], offset[order]
+    again = (p[1:] == p[:-1]) & (o[1:] == o[:-1])
     if not again.any():
         return rows, 0, 0
     if not placed.all():  # a row without an offset is an error of its own, never anyone's copy

@@ -439,7 +439,7 @@ def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.
     for partition, fed in itertools.groupby(rows, key=lambda row: row[0]):
         offsets = offset_records.filter(pc.equal(offset_records.column("coordinator_partition"), partition)) \
             if events and offset_records is not None else None
-        replay = PartitionReplay(events, _offsets_by_group(offsets) if events else {})
+        replay = PartitionReplay(events, _offsets_by_group(offsets))
         for _, offset, ts, record_type, group_id, key, value in fed:
             replay.feed(Record(offset, ts, record_type, key, value), group_id)
         for group_id, kind, row in replay.results():
