@@ -378,24 +378,39 @@ def sample(output: str, records: int, seed: int, end_offsets: str | None, log_di
               help="Also time the Spark runner under spark-submit on this master (local[2], spark://HOST:PORT), "
                    "against the floor on the same master.")
 @click.option("--incremental", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), metavar="FRACTION",
-              help="Instead: time a --archive --no-history run of each partition's newest FRACTION of records, "
-                   "resuming from a run of the rest, against a full --no-history rebuild; compare their tables.")
+              help="Instead: time a --archive run of each partition's newest FRACTION of records, resuming from a "
+                   "run of the rest, against a full rebuild (both --no-history unless --history); compare their "
+                   "tables.")
+@click.option("--daily", type=click.IntRange(min=1), metavar="DAYS",
+              help="With --incremental: time DAYS daily --archive runs of FRACTION of the records each into one "
+                   "output, after an untimed run of the rest (with the history unless --no-history).")
+@click.option("--history/--no-history", "history", default=None,
+              help="With --incremental: the runs keep the history tables (default: with --daily only).")
 def bench(records: int, dump: str | None, work: str, source_format: str, repeat: int, no_peer: bool,
-          master: str | None, incremental: float | None) -> None:
+          master: str | None, incremental: float | None, daily: int | None, history: bool | None) -> None:
     """Time a rebuild against a Spark scan floor and a pure-Python peer, each a whole new process; prints
     one JSON line with the seconds, their ratios, and the rebuild's Spark stages and peak memory.
 
     Example: offsetlake bench --records 1000000 --repeat 3 [--master spark://127.0.0.1:7077]
-    [--incremental 0.01]
+    [--incremental 0.01 [--history] [--daily 30]]
     """
     from jobs.config import output_folder
 
     output_folder(work, "--work", local=True)  # before a dump is generated there
 
-    from jobs.tools.bench import run_bench, run_incremental
+    from jobs.tools.bench import run_bench, run_daily, run_incremental
 
+    if daily is not None and incremental is None:
+        _fail("--daily needs --incremental FRACTION (each day's share of the records)", 2)
+    if daily is not None and daily * incremental >= 1:
+        _fail(f"--daily {daily} days of --incremental {incremental} leave no records for the first run", 2)
+    if daily is not None:
+        click.echo(json.dumps(run_daily(records, Path(dump) if dump else None, Path(work), incremental, daily, repeat,
+                                        history=history is not False)))
+        return
     if incremental is not None:
-        click.echo(json.dumps(run_incremental(records, Path(dump) if dump else None, Path(work), incremental, repeat)))
+        click.echo(json.dumps(run_incremental(records, Path(dump) if dump else None, Path(work), incremental, repeat,
+                                              history=bool(history))))
         return
     click.echo(json.dumps(run_bench(records, Path(dump) if dump else None, Path(work), source_format,
                                     repeat, peer=not no_peer, master=master)))

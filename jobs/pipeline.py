@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.config import RebuildConfig
-from jobs.derive.end_offsets import Snapshots, history_rows, merge_history
+from jobs.derive.end_offsets import Snapshots, added_history, history_rows, merge_history
 from jobs.derive.members import topic_names
 from jobs.derive.stage import INPUTS as DERIVE_INPUTS, OUTPUTS as DERIVE_OUTPUTS, DeriveSettings, derive_partition
 from jobs.engine import choose_runner
@@ -25,12 +25,12 @@ from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
 from jobs.lake.sink import TableSink
-from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, REPLAY_STATE, TABLES, arrow_schema
+from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, REPLAY_STATE, TABLES, arrow_schema
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk
 from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
 from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition, together
-from jobs.replay.resume import from_state
+from jobs.replay.resume import COUNTED as HISTORY_APPENDS, from_state, history_counts
 from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS, replay_share_state
 from jobs.sources.archive import (OUTPUTS as ARCHIVE_OUTPUTS, Archive, archive_chunk, merged, offset_ranges,
                                   unique)
@@ -65,10 +65,11 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     runner = choose_runner(cfg, spark)
     # Read once the lock's recovery has undone what an unfinished run appended.
     archive = Archive.open(cfg.output, exact=cfg.source.kind == "parquet") if cfg.archive else None
-    # Without the history, the archive is kept reduced too, and the next run starts from that (jobs.replay.resume).
-    keep_log = archive is not None and not cfg.history
+    # The archive is kept reduced too, and the next run starts from that (jobs.replay.resume).
+    keep_log = archive is not None
     cutoff = cutoff_us(started_at, cfg.as_of)
-    resumed = ReplayState.open(cfg.output, cutoff, started_at) if keep_log else None
+    resumed, whole_because = ReplayState.open(cfg.output, cutoff, started_at, cfg.history,
+                                              (cfg.status_window, cfg.rate_window_ms)) if keep_log else (None, None)
     plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive, read_back=resumed is None)
     chunk_outputs = {**CHUNK_OUTPUTS, **(ARCHIVE_OUTPUTS if archive is not None else {})}
     replay_outputs = {**REPLAY_OUTPUTS, **SHARE_OUTPUTS}
@@ -86,9 +87,9 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         runner.read_source(plan, partial(kernel, fold=fold), chunk_outputs)
         log.info("read and checked %d task(s) of the source in %.1fs", len(plan.reads or ()) or 1,
                  time.monotonic() - started)
-        if resumed is not None and resumed.reaches_back(stages.read("chunks", "spans")):
-            log.warning("new records lie among the transactions run %s's replay state folded: the archive is read "
-                        "back and replayed whole", resumed.run_id)
+        whole_because = _refusal(cfg, resumed, stages, started_at) if resumed is not None else whole_because
+        if resumed is not None and whole_because is not None:
+            log.warning("%s (run %s): the archive is read back and replayed whole", whole_because, resumed.run_id)
             resumed = None
             plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive, read_back=True)
             stages.clear("chunks", chunk_outputs)
@@ -105,7 +106,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         as_of = cfg.as_of or newest_plausible(moments) or started_at
         kill_point("replayed")
         settings = ReplaySettings(as_of, cfg.retention_ms, cfg.history, cfg.status_window, cfg.rate_window_ms,
-                                  keep_log)
+                                  keep_log, resumed.replayed_through if resumed is not None else None)
         inputs = {"log": "chunks", "share_log": "chunks", **({name: EARLIER for name in resumed.files}
                                                              if resumed is not None else {})}
         runner.by_partition("replay", inputs, partial(_replay_kernel, settings=settings, cutoff=cutoff),
@@ -121,22 +122,30 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         derive = _derive_settings(cfg, as_of, names, ends, live_ends is not None)
         runner.by_partition("derive", {name: "replay" for name in DERIVE_INPUTS},
                             partial(_derive_kernel, settings=derive), DERIVE_OUTPUTS)
-        _write_driver_tables(sink, plan, ends["history"])
+        appends_ends = resumed is not None and not ends["replaces"]  # what the history lacks, appended
+        _write_driver_tables(sink, plan, ends["added"] if appends_ends else ends["history"])
         log.info("derived lag, status and members at %.1fs", time.monotonic() - started)
         kill_point("staged")
         runner.close()
         summary = _summary(cfg, stages, sink, counts, moments, as_of, plan)
         if keep_log:
             summary["resumed_from_run"] = resumed.run_id if resumed is not None else None
+            summary["whole_replay_reason"] = whole_because
+            if cfg.history:  # a resumed run stages only its new rows: the tables' rows, from the state's counts
+                summary.update(history_counts(stages.read("replay", HISTORY_STATE, columns=["kind", "rows"])))
         if lock.lost:
             raise RuntimeError(f"another run took the lock on {cfg.output} over: this run writes nothing")
         tables = [t for t in TABLES if cfg.history or t not in ("offset_commits", "group_events", "group_status")]
         # The archive grows by an append; with nothing archived by a complete run, it is replaced (a first run
         # that died after its append left rows no complete run holds).
         archived = [ARCHIVE, ARCHIVE_OFFSETS] if archive is not None else []
-        kept = [REPLAY_STATE, FOLD_STATE] if keep_log else []  # replaced, as the state tables are
+        kept = [REPLAY_STATE, FOLD_STATE, *([HISTORY_STATE] if cfg.history else [])] if keep_log else []
+        # A resumed run's history tables grow by an append of its new rows (end_offsets_history: of its new
+        # snapshots, unless one replaces an earlier one); the others are replaced, as the state tables are.
+        grown = (*(HISTORY_APPENDS if resumed is not None and cfg.history else ()),
+                 *(("end_offsets_history",) if appends_ends else ()))
         sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
-                    appends=(ARCHIVE,) if archive is not None and archive.version is not None else ())
+                    appends=((ARCHIVE,) if archive is not None and archive.version is not None else ()) + grown)
         vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
     except BaseException:
         runner.close()
@@ -146,6 +155,14 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     return {**summary, "topic_ids": len(topic_ids), "run_id": run_id, "seconds": round(time.monotonic() - started, 2),
             "runner": runner.name,
             **({"vacuumed_files": vacuumed} if vacuumed is not None else {}), **runner.work()}
+
+
+def _refusal(cfg: RebuildConfig, resumed: ReplayState, stages: Stages, started: datetime) -> str | None:
+    """Why the run cannot start from the `resumed` state after all, once the source is read: its new records, or
+    (with the history) its as_of, lie among what the state stands for (ReplayState.refusal); None when it can."""
+    moments = pa.concat_tables([stages.read("chunks", "moments"), resumed.moments])
+    as_of = cfg.as_of or newest_plausible(moments) or started
+    return resumed.refusal(stages.read("chunks", "spans"), as_of)
 
 
 def _stage_archive(stages: Stages, sink: TableSink, archive: Archive) -> None:
@@ -181,11 +198,12 @@ def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings, cutoff
     if REPLAY_STATE in inputs:
         earlier = from_state(inputs[REPLAY_STATE], cutoff)
         logs = {name: pa.concat_tables([rows, earlier[name]]) for name, rows in logs.items()}
-    if FOLD_STATE in inputs:
-        logs[FOLD_STATE] = inputs[FOLD_STATE]
-    for part in together(logs, keyed=["log"]):
+    for name in (FOLD_STATE, HISTORY_STATE):
+        if name in inputs:
+            logs[name] = inputs[name]
+    for part in together(logs, keyed=["log", *([HISTORY_STATE] if HISTORY_STATE in logs else [])]):
         if part["log"].num_rows:
-            yield from replay_partition(part["log"], settings, part.get(FOLD_STATE))
+            yield from replay_partition(part["log"], settings, part.get(FOLD_STATE), part.get(HISTORY_STATE))
         if part["share_log"].num_rows:
             yield from replay_share_state(part["share_log"], settings.as_of_us, settings.as_of, settings.keep_log)
 
@@ -237,11 +255,13 @@ def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None,
                             "log_start_offset": pa.array([r[3] for r in rows], pa.int64()),
                             "fetched_at": pa.array([fetched_at] * len(rows), pa.timestamp("us", tz="UTC"))})
         at_as_of = history_rows(fetched.drop_columns(["fetched_at"]), as_of)
-        return {"history": merge_history(previous, history_rows(fetched, as_of)),
-                "lag": history_rows(fetched, as_of), "status": merge_history(previous, at_as_of)}
+        added, replaces = added_history(previous, history_rows(fetched, as_of))
+        return {"history": merge_history(previous, history_rows(fetched, as_of)), "added": added,
+                "replaces": replaces, "lag": history_rows(fetched, as_of), "status": merge_history(previous, at_as_of)}
     new = history_rows(load_end_offsets(cfg.end_offsets, dict(cfg.storage)), as_of) if cfg.end_offsets else None
     history = previous if new is None else merge_history(previous, new)
-    return {"history": history, "lag": history, "status": history}
+    added, replaces = added_history(previous, new) if new is not None else (None, False)
+    return {"history": history, "added": added, "replaces": replaces, "lag": history, "status": history}
 
 
 def _derive_settings(cfg: RebuildConfig, as_of: datetime, names: dict[str, str], ends: dict[str, Any], live: bool

@@ -251,10 +251,15 @@ def _state_batches(batches) -> list[dict[str, int]]:
     return [{"FirstOffset": f, "LastOffset": last, "DeliveryState": s, "DeliveryCount": c} for f, last, s, c in batches]
 
 
+SHARE_TOPIC_ID = "AQIDBAUGBwgJCgsMDQ4PEA"  # the topic id of random logs' share state
+
+
 def random_log(operations: list[tuple]) -> OffsetsLog:
     """A log of hypothesis-drawn operations, one a minute from T0: (coordinator partition, kind, group, topic,
     partition, producer id (-1: plain), marker), kind one of commit, tombstone, marker, group, group_tombstone,
-    modern (a group of a KIP-848 family under its own id)."""
+    modern (a group of a KIP-848 family under its own id), consumer_member (a consumer group member of the group's
+    own id: a conversion, when a classic group held it), consumer_leave, share (a ShareSnapshot, or a ShareUpdate for
+    partition 1)."""
     log = OffsetsLog()
     for i, (coordinator, kind, group, topic, partition, producer, marker) in enumerate(operations):
         at = T0 + i * MINUTE
@@ -273,6 +278,23 @@ def random_log(operations: list[tuple]) -> OffsetsLog:
             family = ("Consumer", "Share", "Streams")[i % 3]
             log.record(f"{family}GroupMetadata", {"GroupId": f"modern-{family}-{group}"}, {"Epoch": i}, at,
                        coordinator=coordinator)
+        elif kind == "consumer_member":
+            log.record("ConsumerGroupMemberMetadata", {"GroupId": group, "MemberId": f"c{partition}"}, {
+                "InstanceId": None, "RackId": None, "ClientId": "c", "ClientHost": "/10.0.0.7",
+                "SubscribedTopicNames": [topic], "SubscribedTopicRegex": None, "RebalanceTimeoutMs": 30_000,
+                "ServerAssignor": "uniform", "ClassicMemberMetadata": None}, at, coordinator=coordinator)
+            log.record("ConsumerGroupMetadata", {"GroupId": group}, {"Epoch": i, "MetadataHash": 0}, at,
+                       coordinator=coordinator)
+        elif kind == "consumer_leave":
+            log.record("ConsumerGroupMemberMetadata", {"GroupId": group, "MemberId": f"c{partition}"}, None, at,
+                       coordinator=coordinator)
+            log.record("ConsumerGroupMetadata", {"GroupId": group}, {"Epoch": i, "MetadataHash": 0}, at,
+                       coordinator=coordinator)
+        elif kind == "share" and partition:  # in the group's partition of __share_group_state, as Kafka keeps it
+            log.share_update(group, SHARE_TOPIC_ID, 0, at, start=i, batches=[(i, i + 2, 0, 1)],
+                             coordinator=sum(map(ord, group)) % 2)
+        elif kind == "share":
+            log.share_snapshot(group, SHARE_TOPIC_ID, 0, at, start=i, coordinator=sum(map(ord, group)) % 2)
     return log
 
 

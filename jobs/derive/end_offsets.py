@@ -63,6 +63,32 @@ def merge_history(previous: pa.Table | None, new: pa.Table) -> pa.Table:
     return ranked.filter(pa.array(first)).select(SCHEMA.names)
 
 
+def added_history(previous: pa.Table | None, new: pa.Table) -> tuple[pa.Table, bool]:
+    """What `merge_history(previous, new)` has that `previous` lacks (this run's rows, less those `previous` holds
+    already), and whether one of them replaces a row of `previous` (the same key, other values): a run appends
+    the rows unless it does."""
+    rows = merge_history(None, new)
+    if previous is None or not previous.num_rows or not rows.num_rows:
+        return rows, False
+    before = _conform({c: previous.column(c) for c in previous.column_names}, previous.num_rows).append_column(
+        "_held", pa.array(np.ones(previous.num_rows, bool)))
+    values = [c for c in SCHEMA.names if c not in KEY]
+    joined = rows.join(before.select([*KEY, *values, "_held"]), KEY, join_type="left outer", right_suffix="_before",
+                       use_threads=False)
+    held = mask_of(joined.column("_held"))
+    same = held.copy()
+    for c in values:
+        now, then = joined.column(c), joined.column(f"{c}_before")
+        both_null = pc.and_(pc.is_null(now), pc.is_null(then))
+        same &= mask_of(pc.or_(pc.fill_null(pc.equal(now, then), False), both_null))
+    return joined.filter(pa.array(~same)).select(SCHEMA.names), bool((held & ~same).any())
+
+
+def mask_of(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A boolean column as a numpy mask, null as False."""
+    return np.asarray(pc.fill_null(values, False), dtype=bool)
+
+
 def _conform(columns: dict, n: int) -> pa.Table:
     """SCHEMA's columns from `columns`, cast; a missing optional one null."""
     return pa.table([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type) for f in SCHEMA],

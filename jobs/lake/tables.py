@@ -34,12 +34,14 @@ HISTORY_TABLES = ("offset_commits", "group_events", "group_status")
 ARCHIVE = "raw_records"
 # With --archive: the offsets raw_records holds, as ranges (jobs.sources.archive); internal.
 ARCHIVE_OFFSETS = "_archive_offsets"
-# With --archive --no-history: the reduced log the next such run starts from (jobs.replay.resume); internal.
+# With --archive: the reduced log the next such run starts from (jobs.replay.resume); internal.
 REPLAY_STATE = "_replay_state"
-# With --archive --no-history: the group fold of the replay state, which the next such run reuses (internal).
+# With --archive: the group fold of the replay state, which the next such run reuses (internal).
 FOLD_STATE = "_group_fold"
+# With --archive and the history: what of offset_commits the next such run continues each key from (internal).
+HISTORY_STATE = "_history_state"
 # Every table a run may stage in <table>/run-<run id>/ and commit.
-STAGED_TABLES = (*TABLES, ARCHIVE, ARCHIVE_OFFSETS, REPLAY_STATE, FOLD_STATE)
+STAGED_TABLES = (*TABLES, ARCHIVE, ARCHIVE_OFFSETS, REPLAY_STATE, FOLD_STATE, HISTORY_STATE)
 
 # State tables that `rebuild --snapshot` also keeps by as_of, in DIR/snapshots/<table> (not quarantine and
 # segment_errors: they describe the input, not the state at a moment).

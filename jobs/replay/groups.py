@@ -291,19 +291,37 @@ def _tombstone_violation(family: str, records: dict[bytes, Record]) -> str | Non
 
 
 class PartitionReplay:
-    """The group state of one coordinator partition, fed its group records in log order."""
+    """The group state of one coordinator partition, fed its group records in log order. A run that resumes
+    (jobs.replay.resume) feeds a group's records the previous run replayed (at or below `quiet_through`) without
+    events, its newest event as that run left it (`last_events`, by group id: `last_event` rows), then its new
+    records with events: the events of the new records, as a replay of them all gives them."""
 
-    def __init__(self, events: bool = True, offsets: dict[str, np.ndarray] | None = None) -> None:
+    def __init__(self, events: bool = True, offsets: dict[str, np.ndarray] | None = None, quiet_through: int = -1,
+                 last_events: dict[str, dict[str, Any]] | None = None) -> None:
         self.slots: dict[str, Slot] = {}
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.record_events = events
         self.offsets = offsets or {}  # group id -> the sorted offsets of its offset records
+        self.quiet_through = quiet_through
+        self.last_events = last_events or {}
+
+    def _slot(self, group_id: str) -> Slot:
+        slot = self.slots.get(group_id)
+        if slot is None:
+            slot = self.slots[group_id] = Slot()
+            last = self.last_events.get(group_id)
+            if last is not None:  # quiet feeding leaves these as they are: the new records' events start from them
+                slot.summary = {**{k: last[k] for k in ("group_type", "generation", "state", "protocol", "leader_id")},
+                                "members": set(last["members"] or ())} if last["held"] else None
+                slot.event_timestamp_ms, slot.event_offset = last["event_timestamp_ms"], last["event_offset"]
+        return slot
 
     def feed(self, record: Record, group_id: str) -> None:
-        slot = self.slots.setdefault(group_id, Slot())
+        slot = self._slot(group_id)
         family = FAMILY[record.record_type]
         role = ROLE.get(record.record_type)
-        before = slot.holder() if self.record_events else None  # only events compare holders
+        loud = self.record_events and record.offset > self.quiet_through
+        before = slot.holder() if loud else None  # only events compare holders
         if family == CLASSIC:
             slot.classic = record
             slot.identity[(CLASSIC, record.is_value)] = record.offset
@@ -318,8 +336,7 @@ class PartitionReplay:
             records[record.key] = record
             if record.is_value or role == "GroupMetadata":
                 slot.identity[(family, record.is_value)] = record.offset
-        if self.record_events and (family == CLASSIC or role in ("GroupMetadata", "MemberMetadata")
-                                   or slot.holder() != before):
+        if loud and (family == CLASSIC or role in ("GroupMetadata", "MemberMetadata") or slot.holder() != before):
             self._event(group_id, slot, record, before[0])
 
     def _summary(self, slot: Slot) -> dict[str, Any] | None:
@@ -414,6 +431,15 @@ class PartitionReplay:
                     yield group_id, "topic_name", t
         for group_id, event in self.events:
             yield group_id, "event", event
+        if self.record_events:  # what the next run's events of a group start from (jobs.replay.resume)
+            for group_id, slot in self.slots.items():
+                if slot.event_offset >= 0:
+                    summary = slot.summary or {}
+                    yield group_id, "last_event", {
+                        "held": slot.summary is not None,
+                        **{k: summary.get(k) for k in ("group_type", "generation", "state", "protocol", "leader_id")},
+                        "members": sorted(summary.get("members", ())), "event_timestamp_ms": slot.event_timestamp_ms,
+                        "event_offset": slot.event_offset}
 
 
 _TICKS_PER_MS = {"ms": 1, "us": 1000, "ns": 1_000_000}
@@ -424,11 +450,14 @@ def _epoch_ms(column: pa.ChunkedArray) -> list[int | None]:
     return [None if t is None else t // per_ms for t in column.cast(pa.int64()).to_pylist()]
 
 
-def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.Table | None = None) -> pa.Table:
+def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.Table | None = None,
+                     quiet_through: dict[int, int] | None = None, last_events: pa.Table | None = None) -> pa.Table:
     """The fold over coordinator partitions' valid group records up to as_of (columns coordinator_partition,
     record_offset, record_timestamp, record_type, group_id, key, value), partition by partition, as FOLD_SCHEMA
     rows. `offset_records`: the partitions' offset records (coordinator_partition, group_id, record_offset), which
-    tell a group that held only offsets when its type-2 tombstone deletes it (a group event)."""
+    tell a group that held only offsets when its type-2 tombstone deletes it (a group event). A resumed run's
+    events (`PartitionReplay`): per partition, the offset through which the previous run replayed its records
+    (`quiet_through`), and the groups' `last_event` fold rows that run left (`last_events`)."""
     columns: dict[str, list] = {name: [] for name in FOLD_SCHEMA.names}
     records = records.sort_by([("coordinator_partition", "ascending"), ("record_offset", "ascending")])
     partitions = records.column("coordinator_partition").to_pylist()
@@ -439,7 +468,8 @@ def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.
     for partition, fed in itertools.groupby(rows, key=lambda row: row[0]):
         offsets = offset_records.filter(pc.equal(offset_records.column("coordinator_partition"), partition)) \
             if events and offset_records is not None else None
-        replay = PartitionReplay(events, _offsets_by_group(offsets))
+        replay = PartitionReplay(events, _offsets_by_group(offsets), (quiet_through or {}).get(partition, -1),
+                                 _last_events(last_events, partition) if events else None)
         for _, offset, ts, record_type, group_id, key, value in fed:
             replay.feed(Record(offset, ts, record_type, key, value), group_id)
         for group_id, kind, row in replay.results():
@@ -449,6 +479,14 @@ def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.
             for k in KINDS:
                 columns[k].append(row if k == kind else None)
     return pa.table([pa.array(columns[f.name], type=f.type) for f in FOLD_SCHEMA], schema=FOLD_SCHEMA)
+
+
+def _last_events(rows: pa.Table | None, partition: int) -> dict[str, dict[str, Any]]:
+    """group id -> its `last_event` (FOLD_SCHEMA rows of that kind) in coordinator partition `partition`."""
+    if rows is None or not rows.num_rows:
+        return {}
+    mine = rows.filter(pc.equal(rows.column("coordinator_partition"), partition))
+    return dict(zip(mine.column("group_id").to_pylist(), mine.column("last_event").to_pylist()))
 
 
 def _offsets_by_group(offset_records: pa.Table | None) -> dict[str, np.ndarray]:

@@ -6,7 +6,9 @@ a transactional commit at its COMMIT marker (jobs.replay.transactions), and only
 than it came before the marker (the broker keeps the committed offset with the greater record offset; a
 tombstone in between removed the pending commit); of two commits of one key in one transaction, the later
 replaced the earlier before either applied. Each row then gets its key's previous committed offset, the time
-since it and how many of the key's records came after it (group_status reads only each key's last few).
+since it and how many of the key's rows came before it, all of which stay true as the log grows: a run that
+resumes (jobs.replay.resume) appends the rows of its new records, each key continued from its last row before
+them (`earlier`: the tail of offset_commits the previous run kept, `commit_tail`).
 """
 from __future__ import annotations
 
@@ -35,27 +37,79 @@ CONSUME_RATE_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("group_
                                  ("topic", pa.string()), ("partition", pa.int32()), ("consume_rate", pa.float64())])
 
 
-def offset_commits(offset_records: pa.Table, found: pa.Table) -> pa.Table:
+# The columns of offset_commits a resumed run continues each key from (`commit_tail`), with `rows`: a partition's
+# row count (kind `offset_commits` or `group_events`, no key), for the run's summary.
+TAIL_COLUMNS = ["coordinator_partition", "group_id", "topic", "partition", "kind", "committed_offset",
+                "commit_timestamp", "record_timestamp", "record_offset", "source_record_offset", "earlier_records"]
+KEY = ["coordinator_partition", "group_id", "topic", "partition"]
+
+
+def offset_commits(offset_records: pa.Table, found: pa.Table, earlier: pa.Table | None = None
+                   ) -> tuple[pa.Table, np.ndarray]:
     """The offset_commits rows of one coordinator partition's valid offset records up to as_of (checked rows,
-    whole), given its markers `found` (jobs.replay.transactions.markers)."""
+    whole), given its markers `found` (jobs.replay.transactions.markers), and per row how many rows of its key
+    this call gives after it. `earlier`: the key's rows an earlier run wrote, those it kept (`commit_tail`), when
+    `offset_records` are what came after them (jobs.replay.resume): each key goes on from its last one."""
     effective, _, position = fates(offset_records, found)
     keys = pc.dictionary_encode(offset_keys(offset_records.column("key")).combine_chunks())
+    names = _names(keys.dictionary)
     rows = np.flatnonzero(effective)
     index = numbers(keys.indices)[rows]
     source = numbers(offset_records.column("record_offset"))[rows]
     position = position[rows]
-    keep = _applies(index, position, source)
+    heads = _heads(earlier, names, keys.indices, offset_records.column("coordinator_partition"))
+    keep = _applies(index, position, source, heads["source_record_offset"])
     rows, index, position, source = rows[keep], index[keep], position[keep], source[keep]
     taken = pa.array(rows)
     applied = offset_records.select(["coordinator_partition", "record_timestamp", "producer_id"]).take(taken)
     values = {name: column.take(taken) for name, column in _values(offset_records).items()}
-    return _rows(applied, values, index, position, source, _names(keys.dictionary))
+    return _rows(applied, values, index, position, source, names, heads)
 
 
-def _applies(key: np.ndarray, position: np.ndarray, source: np.ndarray) -> np.ndarray:
+def _heads(earlier: pa.Table | None, names: pa.Table, indices: pa.Array, partitions: pa.ChunkedArray
+           ) -> dict[str, np.ndarray]:
+    """Per distinct key of `names` (its coordinator partition: that of a record of it, `indices` and
+    `partitions`), its last row among `earlier` (offset_commits rows; -1 or null for a key without one):
+    committed_offset (has_offset), record_timestamp in µs (has_timestamp), source_record_offset and
+    earlier_records."""
+    n = names.num_rows
+    found = {"has": np.zeros(n, bool), "committed_offset": np.zeros(n, np.int64), "has_offset": np.zeros(n, bool),
+             "record_timestamp": np.zeros(n, np.int64), "has_timestamp": np.zeros(n, bool),
+             "source_record_offset": np.full(n, -1, np.int64), "earlier_records": np.full(n, -1, np.int64)}
+    if earlier is None or not earlier.num_rows or not n:
+        return found
+    partition_of = np.full(n, -1, np.int64)
+    code = numbers(indices)
+    partition_of[code[::-1]] = numbers(partitions, -1)[::-1]  # any record's: a key is in one partition
+    keyed = names.append_column("coordinator_partition", pa.array(partition_of, pa.int32())).append_column(
+        "key_index", pa.array(np.arange(n)))
+    heads = _last_of_keys(earlier.filter(pc.is_in(earlier.column("kind"), value_set=pa.array(["commit", "delete"]))))
+    joined = keyed.join(heads, KEY, join_type="inner", use_threads=False)
+    at = numbers(joined.column("key_index"))
+    found["has"][at] = True
+    for name in ("committed_offset", "source_record_offset", "earlier_records"):
+        found[name][at] = numbers(joined.column(name))
+    found["has_offset"][at] = mask(pc.is_valid(joined.column("committed_offset")))
+    found["record_timestamp"][at] = micros(joined.column("record_timestamp"))
+    found["has_timestamp"][at] = mask(pc.is_valid(joined.column("record_timestamp")))
+    return found
+
+
+def _last_of_keys(rows: pa.Table) -> pa.Table:
+    """Each key's row with the greatest earlier_records (its last)."""
+    if not rows.num_rows:
+        return rows
+    last = rows.group_by(KEY, use_threads=False).aggregate([("earlier_records", "max")]).rename_columns(
+        [*KEY, "earlier_records"])
+    return rows.join(last, [*KEY, "earlier_records"], join_type="inner", use_threads=False)
+
+
+def _applies(key: np.ndarray, position: np.ndarray, source: np.ndarray, head_source: np.ndarray) -> np.ndarray:
     """Per record, in application order per key (position, then the record's own offset): a commit followed by
     one at the same position (the same transaction's later commit on the key) was replaced before it applied; a
-    commit applies only when every earlier record of its key is older than it. Plain records always apply."""
+    commit applies only when every earlier record of its key is older than it (`head_source`, per key: the
+    source offset of its last row before these, -1 for none: applied rows' sources rise). Plain records always
+    apply."""
     result = np.ones(len(key), bool)
     moved = position != source  # transactional commits: only their keys' rows can be ruled out
     if not moved.any():
@@ -71,9 +125,9 @@ def _applies(key: np.ndarray, position: np.ndarray, source: np.ndarray) -> np.nd
     same_key[1:] = k[1:] == k[:-1]
     superseded = np.zeros(n, bool)
     superseded[:-1] = same_key[1:] & (p[1:] == p[:-1])
-    newest_before = np.empty(n, np.int64)
-    newest_before[1:] = _running_max(s, same_key)[:-1]
-    applies = ~superseded & (~same_key | (newest_before < s))
+    newest_before = np.full(n, -1, np.int64)
+    newest_before[1:] = np.where(same_key[1:], _running_max(s, same_key)[:-1], -1)
+    applies = ~superseded & (np.maximum(newest_before, head_source[k]) < s)
     ruled_applies = np.empty(n, bool)
     ruled_applies[order] = applies
     result[ruled] = ruled_applies
@@ -130,10 +184,11 @@ def _values(records: pa.Table) -> dict[str, pa.Array]:
 
 
 def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, position: np.ndarray,
-          source: np.ndarray, names: pa.Table) -> pa.Table:
+          source: np.ndarray, names: pa.Table, heads: dict[str, np.ndarray]) -> tuple[pa.Table, np.ndarray]:
     """The offset_commits rows of applied records (`records`: their partition, timestamp and producer; `values`:
-    their decoded values; `key`: their key's row of `names`): each with its key's previous one (in application
-    order), the movement since, and the key's records after it."""
+    their decoded values; `key`: their key's row of `names`), and per row its key's rows after it: each with its
+    key's previous one (in application order; for a key's first, its last of `heads`), the movement since, and
+    the key's rows before it."""
     schema = arrow_schema("offset_commits")
     n = len(key)
     order = np.lexsort((position, key)) if n else np.zeros(0, np.int64)
@@ -145,14 +200,23 @@ def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, posit
     ends = np.append(starts, n)[1:]
     later = np.empty(n, np.int64)
     later[order] = np.repeat(ends, ends - starts) - np.arange(n) - 1
+    earlier = np.empty(n, np.int64)
+    earlier[order] = np.arange(n) - np.repeat(starts, ends - starts)
     has_before = before >= 0
     offset_column = values["committed_offset"]
     has_offset = mask(pc.is_valid(offset_column))
     offset = numbers(offset_column)
-    previous, has_previous = offset[before], has_offset[before] & has_before
     stamp = records.column("record_timestamp")
     has_stamp = mask(pc.is_valid(stamp))
-    seconds = micros(stamp).astype(np.float64) / 1e6
+    stamp_us = micros(stamp)
+    # The previous row: this call's, else the key's last before it (a resumed run's), else none.
+    head = ~has_before & heads["has"][key]
+    previous = np.where(has_before, offset[before], heads["committed_offset"][key])
+    has_previous = np.where(has_before, has_offset[before], head & heads["has_offset"][key])
+    before_us = np.where(has_before, stamp_us[before], heads["record_timestamp"][key])
+    has_before_stamp = np.where(has_before, has_stamp[before], head & heads["has_timestamp"][key])
+    seconds = (stamp_us - before_us).astype(np.float64) / 1e6
+    earlier += heads["earlier_records"][key] + 1
     both = has_offset & has_previous  # a commit after a commit: a movement
     commit_ms = numbers(values["commit_timestamp_ms"])
     in_range = mask(pc.is_valid(values["commit_timestamp_ms"])) & (commit_ms >= MIN_MS) & (commit_ms <= MAX_MS)
@@ -167,8 +231,7 @@ def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, posit
         "commit_timestamp": pa.array(np.where(in_range, commit_ms, 0) * 1000, pa.int64(), mask=~in_range
                                      ).cast(TIMESTAMP),
         "record_timestamp": stamp,
-        "seconds_since_previous": pa.array(seconds - seconds[before], pa.float64(),
-                                           mask=~(has_previous & has_stamp & has_stamp[before])),
+        "seconds_since_previous": pa.array(seconds, pa.float64(), mask=~(has_previous & has_stamp & has_before_stamp)),
         "is_rewind": pa.array(both & (offset < previous)),
         "leader_epoch": values["leader_epoch"], "metadata": values["metadata"],
         "producer_id": records.column("producer_id"),
@@ -176,26 +239,46 @@ def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, posit
         "record_offset": pa.array(position, pa.int64()),
         "commit_date": pc.cast(stamp, pa.date32()),
         "source_record_offset": pa.array(source, pa.int64()),
-        "later_records": pa.array(later),
+        "earlier_records": pa.array(earlier),
     }
-    return pa.table([columns[f.name] for f in schema], schema=schema)
+    return pa.table([columns[f.name] for f in schema], schema=schema), later
 
 
-def commit_windows(commits: pa.Table, window: int) -> pa.Table:
+def commit_tail(commits: pa.Table, later: np.ndarray, earlier: pa.Table | None, window: int, since_us: int
+                ) -> pa.Table:
+    """What of offset_commits group_status and the consume rates read, and the next run continues each key from
+    (TAIL_COLUMNS): each key's last `window` rows (its last one at least) and the rows after `since_us` (the
+    rate window's start), of this run's `commits` (`later`: per row, its key's rows after it there) and of the
+    `earlier` run's tail, when this run continues it."""
+    recent = (later < max(window, 1)) | mask(pc.greater(commits.column("record_timestamp"),
+                                                        pa.scalar(since_us, TIMESTAMP)))
+    new = commits.filter(pa.array(recent)).select(TAIL_COLUMNS)
+    if earlier is None:
+        return new
+    rows = pa.concat_tables([earlier.filter(pc.is_in(earlier.column("kind"), value_set=pa.array(["commit", "delete"])))
+                             .select(TAIL_COLUMNS).cast(new.schema), new])
+    newest = rows.group_by(KEY, use_threads=False).aggregate([("earlier_records", "max")])
+    rows = rows.join(newest, KEY, join_type="inner", use_threads=False)
+    keep = pc.or_(pc.less(pc.subtract(rows.column("earlier_records_max"), rows.column("earlier_records")),
+                          max(window, 1)),
+                  pc.fill_null(pc.greater(rows.column("record_timestamp"), pa.scalar(since_us, TIMESTAMP)), False))
+    return rows.filter(keep).select(TAIL_COLUMNS)
+
+
+def commit_windows(tail: pa.Table, window: int) -> pa.Table:
     """Per offset whose newest record is a commit: its last `window` commits after its last tombstone, in log
     order (COMMIT_WINDOW_SCHEMA; committed_at is the commit timestamp, as Burrow reads it, else the record's).
-    `commits`: offset_commits rows."""
-    recent = commits.filter(pc.less(commits.column("later_records"), window))
-    if not recent.num_rows:
+    `tail`: offset_commits rows holding each key's last `window` at least (`commit_tail`)."""
+    if not tail.num_rows:
         return COMMIT_WINDOW_SCHEMA.empty_table()
-    key = ["coordinator_partition", "group_id", "topic", "partition"]
-    recent = recent.sort_by([*((k, "ascending") for k in key), ("record_offset", "ascending")])
+    key = KEY
+    rows = tail.sort_by([*((k, "ascending") for k in key), ("record_offset", "ascending")])
+    first = _run_starts(rows, key)
+    last = np.append(np.flatnonzero(first)[1:] - 1, rows.num_rows - 1)  # each key's last row
+    count = numbers(rows.column("earlier_records"))
+    recent = rows.filter(pa.array(count[last][np.cumsum(first) - 1] - count < window))
     n = recent.num_rows
-    first = np.zeros(n, bool)  # the row starts its offset's run
-    first[0] = True
-    for name in key:
-        column = recent.column(name)
-        first[1:] |= ~mask(pc.equal(column.slice(1), column.slice(0, n - 1)))
+    first = _run_starts(recent, key)
     run = np.cumsum(first) - 1
     deleted = mask(pc.equal(recent.column("kind"), "delete"))
     # A commit counts when no tombstone of its offset comes after it (an offset committed again after its
@@ -221,6 +304,18 @@ def commit_windows(commits: pa.Table, window: int) -> pa.Table:
     windows = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32()), point)
     return pa.table([heads.column("coordinator_partition"), heads.column("group_id"), heads.column("topic"),
                      heads.column("partition"), windows], schema=COMMIT_WINDOW_SCHEMA)
+
+
+def _run_starts(rows: pa.Table, key: list[str]) -> np.ndarray:
+    """Per row of `rows` (sorted by `key`): the first of its key."""
+    n = rows.num_rows
+    first = np.zeros(n, bool)
+    if n:
+        first[0] = True
+    for name in key:
+        column = rows.column(name)
+        first[1:] |= ~mask(pc.equal(column.slice(1), column.slice(0, n - 1)))
+    return first
 
 
 def consume_rates(commits: pa.Table, as_of_us: int, window_us: int) -> pa.Table:

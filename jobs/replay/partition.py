@@ -17,17 +17,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import FOLD_STATE, REPLAY_STATE, arrow_schema
+from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.expiry import apply_expiry
 from jobs.replay.groups import CLASSIC, FOLD_SCHEMA, GROUP_TYPES, of_kind, replay_partition as fold_groups
-from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_MS, MIN_MS, commit_windows,
-                                 consume_rates, offset_commits)
+from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_MS, MIN_MS, commit_tail,
+                                 commit_windows, consume_rates, offset_commits)
 from jobs.replay.offsets import offset_state
 from jobs.replay.records import TIMESTAMP, mask, numbers
 from jobs.replay.reduction import fold_decided
-from jobs.replay.resume import fingerprints, fold_state, reusable, state_rows
+from jobs.replay.resume import fingerprints, fold_state, history_state, reusable, state_rows, unreplayed
 from jobs.replay.transactions import markers
 from offsets_codec import REGISTRY
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
@@ -43,6 +43,9 @@ class ReplaySettings:
     status_window: int = 10  # group_status: commits judged per offset (Burrow's intervals)
     rate_window_ms: int = 15 * 60_000  # consumer_lag: rates over (as_of - this, as_of]
     keep_log: bool = False  # leave the partition's folded log for the next run (jobs.replay.resume)
+    # A run that resumes with the history: per coordinator partition, the offset through which the previous run
+    # replayed its records (its rows of the history tables are written; those of the records after it are new).
+    replayed_through: dict[int, int] | None = None
 
     @property
     def as_of_us(self) -> int:
@@ -68,6 +71,7 @@ OUTPUTS: dict[str, pa.Schema] = {
     "duplicates": DUPLICATE_SCHEMA,
     REPLAY_STATE: arrow_schema(REPLAY_STATE),
     FOLD_STATE: arrow_schema(FOLD_STATE),
+    HISTORY_STATE: arrow_schema(HISTORY_STATE),
 }
 GROUP_KEY = ["coordinator_partition", "group_id"]
 NON_OFFSET_TYPES = [t for t in REGISTRY if t not in OFFSET_COMMIT_TYPES]
@@ -96,13 +100,15 @@ def together(inputs: dict[str, pa.Table], keyed: Iterable[str]) -> Iterator[dict
                for name, t in inputs.items()}
 
 
-def replay_partition(rows: pa.Table, settings: ReplaySettings, folded: pa.Table | None = None
-                     ) -> Iterator[tuple[str, pa.Table]]:
+def replay_partition(rows: pa.Table, settings: ReplaySettings, folded: pa.Table | None = None,
+                     tail: pa.Table | None = None) -> Iterator[tuple[str, pa.Table]]:
     """(output name, table) for coordinator partitions' checked rows (with jobs.replay.reduction's fields), as the
     replay of each alone gives them, when no group id is in two of them (`together`); `folded`: the group fold an
-    earlier run kept of the partitions (FOLD_STATE rows, jobs.replay.resume)."""
+    earlier run kept of the partitions (FOLD_STATE rows), `tail`: its history state (HISTORY_STATE rows), when
+    the rows are that run's replay state and the new records (jobs.replay.resume)."""
     rows, duplicates, conflicts = deduplicate(rows)
     yield "duplicates", pa.table({"duplicates": [duplicates], "conflicts": [conflicts]}, schema=DUPLICATE_SCHEMA)
+    unfolded = rows if settings.keep_log else None
     if settings.keep_log:  # the fold of every record so far: the next run starts from it, and so does this replay
         rows = fold_decided(rows)
         yield REPLAY_STATE, state_rows(rows)
@@ -110,34 +116,54 @@ def replay_partition(rows: pa.Table, settings: ReplaySettings, folded: pa.Table 
     failed = mask(pc.is_valid(rows.column("error")))
     if failed.any():
         yield "quarantine", _quarantine(rows.filter(pa.array(failed)))
-    late = mask(pc.greater(rows.column("record_timestamp"), pa.scalar(settings.as_of_us, TIMESTAMP)))
-    valid = ~failed & ~late & ~mask(rows.column("after_as_of"))
+    valid = _valid(rows, settings)
     if valid.any():
-        yield from _replay(rows, valid, settings, folded)
+        yield from _replay(rows, valid, settings, folded, unfolded, tail)
 
 
-def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded: pa.Table | None
-            ) -> Iterator[tuple[str, pa.Table]]:
-    """The replay of `rows`' `valid` records: each kind of record taken from `rows` once, to where it goes."""
-    record_type = rows.column("record_type")
+def _valid(rows: pa.Table, settings: ReplaySettings) -> np.ndarray:
+    """Per row: a record the replay applies (checked, and up to as_of)."""
+    late = mask(pc.greater(rows.column("record_timestamp"), pa.scalar(settings.as_of_us, TIMESTAMP)))
+    return ~mask(pc.is_valid(rows.column("error"))) & ~late & ~mask(rows.column("after_as_of"))
 
+
+def _of_types(rows: pa.Table, valid: np.ndarray, types: Iterable[int]) -> pa.Table:
+    return rows.filter(pa.array(valid & mask(pc.is_in(rows.column("record_type"),
+                                                        value_set=pa.array(types, pa.int16())))))
+
+
+def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded: pa.Table | None,
+            unfolded: pa.Table | None, tail: pa.Table | None) -> Iterator[tuple[str, pa.Table]]:
+    """The replay of `rows`' `valid` records: each kind of record taken from `rows` once, to where it goes; the
+    history's from `unfolded`, the rows before a run that keeps its log folded them (jobs.replay.resume): a resumed
+    run's history rows are those of the records its state keeps whole and of the new ones, whole."""
     def of_types(types: Iterable[int]) -> pa.Table:
-        return rows.filter(pa.array(valid & mask(pc.is_in(record_type, value_set=pa.array(types, pa.int16())))))
+        return _of_types(rows, valid, types)
 
     found = markers(rows.filter(pa.array(valid & mask(rows.column("is_control")))))
     offset_records = of_types(OFFSET_COMMIT_TYPES)
     offsets = offset_state(offset_records, found)
     group_records = of_types(GROUP_TYPES)
-    if settings.keep_log and not settings.history:  # the fold is kept for the next run, which reuses it
+    if settings.history and unfolded is not None:
+        history_records = _of_types(unfolded, _valid(unfolded, settings), OFFSET_COMMIT_TYPES)
+    else:
+        history_records = offset_records
+    # Which group held offsets when its group tombstone came (a group event): a record folded into a newer one
+    # of its key the same replay placed (the state's are folded apart from the new ones).
+    placed = history_records.select(["coordinator_partition", "group_id", "record_offset"])
+    if settings.keep_log:  # the fold is kept for the next run, which reuses the rows of groups without new records
         prints = fingerprints(group_records)
         reused = reusable(folded, prints) if folded is not None else FOLD_SCHEMA.empty_table()
         again = pc.invert(pc.is_in(group_records.column("group_id"), value_set=pc.unique(reused.column("group_id"))))
-        fold = pa.concat_tables([fold_groups(group_records.filter(again), events=False),
+        refolded = group_records.filter(again)
+        last_events = of_kind(folded, "last_event") if folded is not None and settings.history else None
+        fold = pa.concat_tables([fold_groups(refolded, settings.history, placed if settings.history else None,
+                                             settings.replayed_through, last_events),
                                  reused.select(FOLD_SCHEMA.names).cast(FOLD_SCHEMA)])
-        yield FOLD_STATE, fold_state(fold, prints)
+        kept = fold.filter(pc.not_equal(fold.column("kind"), "event"))  # events are the history's, never state
+        yield FOLD_STATE, fold_state(kept, prints)
     else:
-        fold = fold_groups(group_records, settings.history,
-                           offset_records.select(["coordinator_partition", "group_id", "record_offset"]))
+        fold = fold_groups(group_records, settings.history, placed)
 
     def of(kind: str) -> pa.Table:
         return of_kind(fold, kind)
@@ -160,11 +186,22 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded:
                                                                                      "reason")],
                                      schema=VIOLATION_SCHEMA)
     if settings.history:
-        yield "group_events", _group_events(of("event"))
-        commits = offset_commits(offset_records, found)
+        events = _group_events(of("event"))
+        yield "group_events", events
+        if unfolded is not None:  # the history's records are not the state's
+            whole = unreplayed(unfolded, settings.replayed_through)
+            whole_valid = _valid(whole, settings)
+            found = markers(whole.filter(pa.array(whole_valid & mask(whole.column("is_control")))))
+            offset_records = _of_types(whole, whole_valid, OFFSET_COMMIT_TYPES)
+        commits, later = offset_commits(offset_records, found, tail)
         yield "offset_commits", commits
-        yield "commit_windows", commit_windows(commits, settings.status_window)
-        yield "consume_rates", consume_rates(commits, settings.as_of_us, settings.rate_window_ms * 1000)
+        recent = commit_tail(commits, later, tail, settings.status_window,
+                             settings.as_of_us - settings.rate_window_ms * 1000)
+        yield "commit_windows", commit_windows(recent, settings.status_window)
+        yield "consume_rates", consume_rates(recent, settings.as_of_us, settings.rate_window_ms * 1000)
+        if settings.keep_log:
+            yield HISTORY_STATE, history_state(recent, commits, events, tail, settings.status_window,
+                                               settings.rate_window_ms)
 
 
 def _groups(held: pa.Table, identity: pa.Table, committed: pa.Table, pending: pa.Table) -> pa.Table:

@@ -1,5 +1,5 @@
-"""The replay state (`rebuild --archive --no-history`): a run's reduced log, kept so that the next run replays it
-with the new records instead of the whole archive, at the cost of what is new.
+"""The replay state (`rebuild --archive`): a run's reduced log, kept so that the next run replays it with the new
+records instead of the whole archive, at the cost of what is new.
 
 The fold is associative (jobs.replay.reduction): the replay of fold(archive) + new records is the replay of
 archive + new records, for every state table. So each partition's replay, once it has dropped copies, folds its
@@ -16,6 +16,14 @@ The group fold (jobs.replay.groups) decodes every group's records, and most grou
 run also leaves its fold, each group's rows with a fingerprint of the records they were folded from
 (`_group_fold`), and the next run folds only the groups whose records differ (`reusable`). A group's fold reads
 nothing but its own records, so reused rows are those the fold would give again.
+
+With the history, the rows the previous run wrote stay as they are, and a run appends those of the records it
+did not replay (`unreplayed`: after the offset through which it replayed their coordinator partition, and the
+transactional commits kept whole, whose row waits for their marker). Each such row needs a little of what came
+before it: its key's last row (jobs.replay.history.offset_commits), each key's last few rows and those in the rate
+window (group_status and the consume rates), all of it in `_history_state` (`history_state`, with each history
+table's rows so far, for the summary); and each group's last event (the group fold's `last_event` rows:
+jobs.replay.groups.PartitionReplay).
 """
 from __future__ import annotations
 
@@ -25,11 +33,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import FOLD_STATE, REPLAY_STATE, arrow_schema
+from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.chunk import LOG_SCHEMA
 from jobs.replay.counts import moments
 from jobs.replay.duplicates import CONFLICT
 from jobs.replay.records import RECORD_SCHEMA, TIMESTAMP, mask, numbers
+from jobs.replay.transactions import transactional
 from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
@@ -63,6 +72,21 @@ def from_state(state: pa.Table, cutoff_us: int) -> dict[str, pa.Table]:
     log = log.set_column(log.column_names.index("after_as_of"), "after_as_of", after)
     return {"log": log.select(LOG_SCHEMA.names).cast(LOG_SCHEMA),
             "share_log": state.filter(pa.array(share)).select(RECORD_SCHEMA.names).cast(RECORD_SCHEMA)}
+
+
+def unreplayed(rows: pa.Table, through: dict[int, int] | None) -> pa.Table:
+    """The records of `rows` (the state's and the new ones) whose rows of the history a run writes: every one whole
+    when it replays them all (`through` None), else those after the offset through which the previous run
+    replayed their coordinator partition (`through`, jobs.sources.replay_state.ReplayState), and the transactional
+    commits kept whole, which wait for their marker."""
+    whole = ~mask(pc.fill_null(rows.column("reduced"), False))
+    if through is None:
+        return rows.filter(pa.array(whole))
+    partition = numbers(rows.column("coordinator_partition"), -1)
+    ends = np.full(max([*through, int(partition.max(initial=0))]) + 2, -1, np.int64)  # [-1]: no partition's
+    ends[list(through)] = list(through.values())
+    after = numbers(rows.column("record_offset"), -1) > ends[partition]
+    return rows.filter(pa.array(whole & (after | transactional(rows))))
 
 
 def newest_folded(state: pa.Table) -> datetime | None:
@@ -122,6 +146,43 @@ def reusable(earlier: pa.Table, now: pa.Table) -> pa.Table:
     rows = earlier.select(keys).append_column("row", pa.array(np.arange(earlier.num_rows)))
     same = rows.join(now.select(keys), keys=keys, join_type="left semi", use_threads=False)
     return earlier.take(same.column("row"))
+
+
+COUNTED = ("offset_commits", "group_events")  # the history tables a resumed run appends to: their rows so far
+
+
+def history_state(tail: pa.Table, commits: pa.Table, events: pa.Table, earlier: pa.Table | None, status_window: int,
+                  rate_window_ms: int) -> pa.Table:
+    """HISTORY_STATE rows: `tail` (jobs.replay.history.commit_tail: what the next run continues each key from,
+    kept for these windows), and per coordinator partition its rows of each COUNTED table so far: the `earlier`
+    state's count (of the run this one continues) plus this run's `commits` and `events`."""
+    schema = arrow_schema(HISTORY_STATE)
+    counts = []
+    for kind, rows in zip(COUNTED, (commits, events)):
+        total: dict[int, int] = {}
+        if earlier is not None:
+            before = earlier.filter(pc.equal(earlier.column("kind"), kind))
+            for p, n in zip(before.column("coordinator_partition").to_pylist(), before.column("rows").to_pylist()):
+                total[p] = total.get(p, 0) + n
+        found, added = np.unique(numbers(rows.column("coordinator_partition")), return_counts=True)
+        for p, n in zip(found.tolist(), added.tolist()):
+            total[p] = total.get(p, 0) + n
+        counts.append(pa.table({"coordinator_partition": pa.array(list(total), pa.int32()),
+                                "kind": pa.array([kind] * len(total), pa.string()),
+                                "rows": pa.array(list(total.values()), pa.int64())}))
+    rows = pa.concat_tables([tail, *counts], promote_options="default")
+    n = rows.num_rows
+    columns = {**{name: rows.column(name) for name in rows.column_names},
+               "status_window": pa.array(np.full(n, status_window), pa.int32()),
+               "rate_window_ms": pa.array(np.full(n, rate_window_ms), pa.int64())}
+    return pa.table([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type) for f in schema],
+                    schema=schema)
+
+
+def history_counts(state: pa.Table) -> dict[str, int]:
+    """The rows of each COUNTED table, from a run's HISTORY_STATE rows (kind, rows)."""
+    return {kind: int(pc.sum(state.filter(pc.equal(state.column("kind"), kind)).column("rows")).as_py() or 0)
+            for kind in COUNTED}
 
 
 def fold_state(fold: pa.Table, prints: pa.Table) -> pa.Table:

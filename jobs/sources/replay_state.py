@@ -1,74 +1,158 @@
-"""Where a `rebuild --archive --no-history` run starts: the replay state the newest complete run left
-(DIR/_replay_state, jobs.replay.resume), or, when there is none it can use, the archive read back whole.
+"""Where a `rebuild --archive` run starts: the replay state the newest complete run left (DIR/_replay_state,
+jobs.replay.resume), or, when there is none it can use, the archive read back whole; the summary says which
+(`resumed_from_run`) and why not (`whole_replay_reason`).
 
 The state stands for the archive as that run left it, so only that run's own version counts: a run that did not
-keep one (with the history, or without the archive) leaves none, and the archive is replayed. A run that failed
-never advances it (the sink commits it with the run's other tables). Nothing else about the run matters: the state
+keep one (without the archive) leaves none, and the archive is replayed. A run that failed never advances it (the
+sink commits it with the run's other tables). Without the history nothing else about the run matters: the state
 is the log before the replay, so retention, the status and rate windows, and the order in which the new records
-come do not change it, with one exception: a new record at an offset among the transactions the state folded
-(`reaches_back`: a dump that missed it, given later) could be a marker that decides them otherwise. That, and an
-as_of before the newest record it folded, make the run replay the archive.
+come do not change it, with one exception: a new record at an offset among the transactions the state folded (a
+dump that missed it, given later) could be a marker that decides them otherwise. That, and an as_of before the
+newest record it folded, make the run replay the archive (`ReplayState.refusal`).
+
+With the history, a run appends the rows of what is new to the rows the previous run wrote, which must stay as
+they are: so it needs that run's history state (`_history_state`, kept for status and rate windows at least as
+wide as this run's), an as_of no earlier than that run's, and every record it replays that the previous run did
+not (new, or left after that run's as_of) after every record that run replayed in its coordinator partition
+(`replayed_through`); else it replays the archive whole.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.lake.storage import Location
-from jobs.lake.tables import FOLD_STATE, REPLAY_STATE
+from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE
 from jobs.replay.records import TIMESTAMP
+from offsets_codec.registry import OFFSETS_TOPIC
 
 log = logging.getLogger("offsetlake")
 
 
 @dataclass(frozen=True)
 class ReplayState:
-    """The state run `run_id` left: the data files of its tables (`_replay_state`, and `_group_fold` when the run
-    left it), its rows and their moments (MOMENT_SCHEMA: they count for the default as_of as the records they stand
-    for), and per coordinator partition the highest offset of a transaction it folded."""
+    """The state run `run_id` left: the data files of its tables (`_replay_state`, `_group_fold` when the run left
+    it, `_history_state` for a run with the history), its rows and their moments (MOMENT_SCHEMA: they count for
+    the default as_of as the records they stand for), and per coordinator partition the highest offset of a
+    transaction it folded. With the history: that run's as_of, per coordinator partition the highest offset of a
+    record it replayed (`replayed_through`: an estimate from above), and the earliest time of a record it left for
+    later (after its as_of) below that."""
 
     run_id: str
     files: dict[str, tuple[Location, ...]]
     rows: int
     moments: pa.Table
     folded_transactions: dict[int, int]
+    as_of: datetime | None = None
+    replayed_through: dict[int, int] | None = None
+    deferred: datetime | None = None
 
-    def reaches_back(self, spans: pa.Table) -> bool:
-        """Some new record (`spans`: the source's, jobs.replay.duplicates.SPAN_SCHEMA) lies below a transaction
-        the state folded in its coordinator partition."""
-        return any(low < self.folded_transactions.get(p, -1) for p, low in
-                   zip(spans.column("coordinator_partition").to_pylist(), spans.column("low").to_pylist()))
+    def refusal(self, spans: pa.Table, as_of: datetime) -> str | None:
+        """Why this run cannot start from the state, once the source is read (`spans`: the new records',
+        jobs.replay.duplicates.SPAN_SCHEMA) and its as_of known; None when it can. Without the history: a new
+        record lies below a transaction the state folded in its coordinator partition (it could be the marker
+        that decides it). With it, the rows the previous run wrote must stay as they are, so every record this
+        run replays that it did not must come after every record it did, in its coordinator partition."""
+        partitions, lows = spans.column("coordinator_partition").to_pylist(), spans.column("low").to_pylist()
+        if self.replayed_through is None:
+            if any(low < self.folded_transactions.get(p, -1) for p, low in zip(partitions, lows)):
+                return "new records lie among the transactions the replay state folded"
+            return None
+        if self.as_of is not None and as_of < self.as_of:
+            return "as_of is before the previous run's"
+        if any(low <= self.replayed_through.get(p, -1) for p, low in zip(partitions, lows)):
+            return "new records lie among those the previous run replayed"
+        if self.deferred is not None and as_of >= self.deferred:
+            return "records after the previous run's as_of lie among those it replayed"
+        return None
 
     @classmethod
-    def open(cls, output: Location, cutoff_us: int, started: datetime) -> "ReplayState | None":
-        """The state to start from under `output`, or None (logged: the archive is then read back): none was
-        left by the newest complete run, or `cutoff_us` (this run's as_of, or the future) comes before the
-        newest record it folded."""
+    def open(cls, output: Location, cutoff_us: int, started: datetime, history: bool = False,
+             windows: tuple[int, int] = (0, 0)) -> "tuple[ReplayState | None, str | None]":
+        """The state to start from under `output`, or None and why (logged: the archive is then read back):
+        none was left by the newest complete run (with the history: none with its history state, or kept for
+        `windows` narrower than this run's status and rate windows), or `cutoff_us` (this run's as_of, or the
+        future) comes before the newest record it folded."""
         from jobs.lake.runs import delta_table, snapshot, version_files
         from jobs.replay.resume import folded_transactions, newest_folded, state_moments
 
         run = snapshot(output, []).run
         versions = {t["table"]: t["version"] for t in run["tables"]} if run else {}
         version = versions.get(REPLAY_STATE)
+        reason = None
         if version is None:
-            log.info("no replay state from the newest complete run: the archive is read back and replayed whole")
-            return None
-        where = output.child(REPLAY_STATE)
-        table = delta_table(where, version)
+            reason = "no replay state from the newest complete run"
+        elif history and HISTORY_STATE not in versions:
+            reason = "the newest complete run kept no history state"
+        if reason is not None:
+            log.info("%s: the archive is read back and replayed whole", reason)
+            return None, reason
+
+        def files(name: str) -> tuple[Location, ...]:
+            where = output.child(name)
+            return tuple(f for f, _ in version_files(where, delta_table(where, versions[name])))
+
+        if history:
+            found = _history_windows(files(HISTORY_STATE))
+            if found is not None and (windows[0] > found[0] or windows[1] > found[1]):
+                reason = "the status or rate window is wider than the previous run kept"
+                log.info("%s: the archive is read back and replayed whole", reason)
+                return None, reason
+        table = delta_table(output.child(REPLAY_STATE), version)
         found = table.to_pyarrow_table(columns=["newest_timestamp", "reduced", "coordinator_partition",
-                                                "record_offset", "producer_id", "topic"])
+                                                "record_offset", "producer_id", "topic", "record_timestamp", "error"])
         newest = newest_folded(found)
         if newest is not None and pa.scalar(newest, TIMESTAMP).value > cutoff_us:
+            reason = "as_of is before the newest record the replay state folded"
             log.info("as_of is before the newest record run %s's replay state folded (%s): the archive is read back "
                      "and replayed whole", run["run_id"], newest.isoformat())
-            return None
+            return None, reason
         log.info("resuming from run %s's replay state (%d rows): the archive is not read back", run["run_id"],
                  found.num_rows)
-        files = {REPLAY_STATE: tuple(f for f, _ in version_files(where, table))}
+        kept = {REPLAY_STATE: tuple(f for f, _ in version_files(output.child(REPLAY_STATE), table))}
         if FOLD_STATE in versions:  # else (an older offsetlake's run) every group is folded again
-            fold = output.child(FOLD_STATE)
-            files[FOLD_STATE] = tuple(f for f, _ in version_files(fold, delta_table(fold, versions[FOLD_STATE])))
-        return cls(run["run_id"], files, found.num_rows, state_moments(found, started), folded_transactions(found))
+            kept[FOLD_STATE] = files(FOLD_STATE)
+        as_of = run["as_of"].replace(tzinfo=timezone.utc) if run.get("as_of") is not None else None
+        through, deferred = None, None
+        if history:
+            kept[HISTORY_STATE] = files(HISTORY_STATE)
+            through, deferred = replayed(found, as_of)
+        return cls(run["run_id"], kept, found.num_rows, state_moments(found, started), folded_transactions(found),
+                   as_of, through, deferred), None
+
+
+def replayed(state: pa.Table, as_of: datetime | None) -> tuple[dict[int, int], datetime | None]:
+    """Of a replay state (its offsets topic's rows) and the as_of of the run that left it: per coordinator
+    partition the highest offset of a row that run replayed, or might have (every row but those kept whole with a
+    time after as_of: from above), and the earliest time of a checked row it left for later below that."""
+    import numpy as np
+
+    from jobs.replay.records import mask, numbers
+
+    rows = state.filter(pc.equal(state.column("topic"), OFFSETS_TOPIC))
+    later = np.zeros(rows.num_rows, bool)
+    if as_of is not None:
+        later = ~mask(pc.fill_null(rows.column("reduced"), False)) & \
+            mask(pc.greater(rows.column("record_timestamp"), pa.scalar(as_of, TIMESTAMP)))
+    done = rows.filter(pa.array(~later)).group_by("coordinator_partition").aggregate([("record_offset", "max")])
+    through = dict(zip(done.column("coordinator_partition").to_pylist(), done.column("record_offset_max").to_pylist()))
+    left = rows.filter(pa.array(later & mask(pc.is_null(rows.column("error")))))
+    below = [t for p, o, t in zip(left.column("coordinator_partition").to_pylist(),
+                                  numbers(left.column("record_offset")).tolist(),
+                                  left.column("record_timestamp").to_pylist()) if o <= through.get(p, -1)]
+    return through, min(below) if below else None
+
+
+def _history_windows(files: tuple[Location, ...]) -> tuple[int, int] | None:
+    """The status and rate windows a history state was kept for (from its first row), None when it is empty."""
+    import pyarrow.parquet as pq
+
+    for f in files:
+        first = pq.ParquetFile(f.path, filesystem=f.fs).read_row_group(0, columns=["status_window", "rate_window_ms"])
+        if first.num_rows:
+            return first.column(0)[0].as_py(), first.column(1)[0].as_py()
+    return None

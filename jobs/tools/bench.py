@@ -214,14 +214,12 @@ def _peer_python(work: Path) -> tuple[Path | None, str | None]:
 STATE_TABLES = ("committed_offsets", "expired_offsets", "consumer_groups", "group_members",
                 "group_target_assignments", "streams_topologies", "consumer_lag", "pending_transactions",
                 "quarantine", "share_partition_state")
+# With the history, every table of the contract (end_offsets_history: empty, the bench gives no end offsets).
+HISTORY_TABLES = (*STATE_TABLES, "offset_commits", "group_events", "group_status", "end_offsets_history")
 
 
-def run_incremental(records: int, dump: Path | None, work: Path, fraction: float, repeat: int = 1
-                    ) -> dict[str, Any]:
-    """Time a full `--no-history` rebuild of the dump against a `--archive --no-history` run of its newest
-    `fraction` of each partition's records, resuming from an untimed run of the rest; compare their state
-    tables. Each round's resumed run starts from a fresh copy of the first run's output."""
-    work = work.resolve()
+def _bench_dump(records: int, dump: Path | None, work: Path) -> Path:
+    """The dump to bench (`dump`, or one of `records` generated once under `work`), checked."""
     if dump is None:
         dump = work / f"dump-{records}"
         if not any(dump.glob("*.parquet")):
@@ -229,15 +227,35 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
             write_sample(dump, records, seed=7)
     dump = dump.resolve()
     check_source(SourceSpec("parquet", str(dump)))
-    older, newer = work / f"{dump.name}-older", work / f"{dump.name}-newest-{fraction}"
-    # In a process of its own: a child inherits this process's peak memory (Linux keeps it across fork and exec),
-    # so the split's would be every run's peak_mb.
+    return dump
+
+
+def _split(dump: Path, fraction: float, days: int, older: Path, newer: list[Path]) -> dict[str, int]:
+    """split_days in a process of its own: a child inherits this process's peak memory (Linux keeps it across fork
+    and exec), so the split's would be every run's peak_mb."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        counts = pool.submit(split_dump, dump, fraction, older, newer).result()
+        return pool.submit(split_days, dump, fraction, days, older, newer).result()
+
+
+def _rebuild(source: Path, output: Path, history: bool, *options: str) -> list[str]:
+    return [sys.executable, "-m", "jobs.cli", "-q", "rebuild", "--source", f"parquet:{source}",
+            "--output", str(output), *([] if history else ["--no-history"]), *options]
+
+
+def run_incremental(records: int, dump: Path | None, work: Path, fraction: float, repeat: int = 1,
+                    history: bool = False) -> dict[str, Any]:
+    """Time a full rebuild of the dump against an `--archive` run of its newest `fraction` of each partition's
+    records, resuming from an untimed run of the rest, both with the history or both `--no-history`; compare
+    their tables (with the history, every one). Each round's resumed run starts from a fresh copy of the first
+    run's output."""
+    work = work.resolve()
+    dump = _bench_dump(records, dump, work)
+    older, newer = work / f"{dump.name}-older", work / f"{dump.name}-newest-{fraction}"
+    split = _split(dump, fraction, 1, older, [newer])
+    counts = {"older": split["older"], "newer": split["day1"]}
 
     def rebuild(source: Path, output: Path, *options: str) -> list[str]:
-        return [sys.executable, "-m", "jobs.cli", "-q", "rebuild", "--source", f"parquet:{source}",
-                "--output", str(output), "--no-history", *options]
+        return _rebuild(source, output, history, *options)
 
     first = work / "incremental-first"
     shutil.rmtree(first, ignore_errors=True)
@@ -259,8 +277,9 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
         summaries["incremental"] = json.loads(out.strip().splitlines()[-1])
     median = {name: round(statistics.median(s), 2) for name, s in seconds.items()}
     second = summaries["incremental"]
-    differ = [t for t in STATE_TABLES if _state_rows(full, t) != _state_rows(resumed, t)]
+    differ = _differ(full, resumed, HISTORY_TABLES if history else STATE_TABLES)
     return {
+        "history": history,
         "records": counts["older"] + counts["newer"],
         "records_second_run": second["records_read"],
         "full_seconds": median["full"],
@@ -269,6 +288,7 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
         "incremental_equal": not differ,
         **({"incremental_differ": differ} if differ else {}),
         "resumed_from_run": second.get("resumed_from_run"),
+        "whole_replay_reason": second.get("whole_replay_reason"),
         "as_of": [summaries["full"]["as_of"], second["as_of"]],
         "committed_offsets": summaries["full"]["committed_offsets"],
         "peak_mb_full": _peak_mb(summaries["full"]),
@@ -278,15 +298,76 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
     }
 
 
-# split_dump's row groups: the older records' as the dump's own (a Spark dump's), the newer few records' small
+def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days: int, repeat: int = 1,
+              history: bool = True) -> dict[str, Any]:
+    """Time `days` daily runs into one output: the dump split by offset into its older records and `days` slices
+    of each partition's next `fraction` of records (the newest last); an untimed `--archive` run of the older
+    records, then one timed `--archive` run per slice, each resuming from the one before, as a daily scheduled run
+    does. `repeat` times (each from a fresh output), each run's figure the median. Then one full rebuild of the
+    whole dump, timed once, whose tables the last run's must equal."""
+    work = work.resolve()
+    dump = _bench_dump(records, dump, work)
+    older = work / f"{dump.name}-daily-older"
+    slices = [work / f"{dump.name}-daily-{fraction}-{day:03d}" for day in range(1, days + 1)]
+    counts = _split(dump, fraction, days, older, slices)
+    output = work / "daily"
+    seconds: list[list[float]] = [[] for _ in slices]
+    summaries: list[dict[str, Any]] = []
+    for round_ in range(repeat):
+        shutil.rmtree(output, ignore_errors=True)
+        log.info("round %d/%d: the first run, untimed: %d records", round_ + 1, repeat, counts["older"])
+        _timed(_rebuild(older, output, history, "--archive"))
+        summaries = []
+        for day, source in enumerate(slices):
+            took, out = _timed(_rebuild(source, output, history, "--archive"))
+            seconds[day].append(took)
+            summaries.append(json.loads(out.strip().splitlines()[-1]))
+            log.info("round %d/%d: day %d: %.2f s", round_ + 1, repeat, day + 1, took)
+    full = work / "daily-full"
+    shutil.rmtree(full, ignore_errors=True)
+    full_seconds, _ = _timed(_rebuild(dump, full, history))
+    median = [round(statistics.median(s), 2) for s in seconds]
+    differ = _differ(full, output, HISTORY_TABLES if history else STATE_TABLES)
+    return {
+        "history": history,
+        "records": counts["older"] + sum(counts[f"day{d}"] for d in range(1, days + 1)),
+        "records_first_run": counts["older"],
+        "records_per_day": [counts[f"day{d}"] for d in range(1, days + 1)],
+        "day_seconds": median,
+        "last_vs_second": round(median[-1] / median[1], 3) if days > 1 else None,
+        "full_seconds": round(full_seconds, 2),
+        "last_vs_full": round(median[-1] / full_seconds, 3),
+        "resumed": sum(1 for s in summaries if s.get("resumed_from_run")),
+        "whole_replay_reasons": sorted({s["whole_replay_reason"] for s in summaries if s.get("whole_replay_reason")}),
+        "daily_equal": not differ,
+        **({"daily_differ": differ} if differ else {}),
+        "peak_mb_last": _peak_mb(summaries[-1]),
+        "rounds": repeat,
+        "dump": str(dump),
+    }
+
+
+def _differ(one: Path, other: Path, tables: tuple[str, ...]) -> list[str]:
+    """The `tables` whose rows differ between two outputs' newest complete runs."""
+    return [t for t in tables if _state_rows(one, t) != _state_rows(other, t)]
+
+
+# split_days' row groups: the older records' as the dump's own (a Spark dump's), the newer few records' small
 # enough to spread over a few tasks.
 SPLIT_ROW_GROUPS = {"older": 200_000, "newer": 1 << 14}
 
 
 def split_dump(dump: Path, fraction: float, older: Path, newer: Path) -> dict[str, int]:
-    """Write `dump`'s records as two dumps: each (topic, partition)'s newest `fraction` of records (by offset) in
-    `newer`, the others in `older`; read batch by batch (a 20M-record dump: its offsets, not its records, held).
-    Returns the records of each."""
+    """`split_days` of one day: each (topic, partition)'s newest `fraction` of records in `newer`."""
+    counts = split_days(dump, fraction, 1, older, [newer])
+    return {"older": counts["older"], "newer": counts["day1"]}
+
+
+def split_days(dump: Path, fraction: float, days: int, older: Path, newer: list[Path]) -> dict[str, int]:
+    """Write `dump`'s records as 1 + `days` dumps: of each (topic, partition)'s records (by offset), the newest
+    `days` slices of `fraction` each (at least one record a slice) in `newer` (the newest last), the others in
+    `older`; read batch by batch (a 20M-record dump: its offsets, not its records, held). Returns the records
+    of each (older, day1, ...)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -312,15 +393,19 @@ def split_dump(dump: Path, fraction: float, older: Path, newer: Path) -> dict[st
     starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
     sizes = np.diff(np.append(starts, len(key)))
     keys = key[starts]  # sorted
-    cuts = offset[starts + sizes - np.maximum(1, np.round(sizes * fraction)).astype(np.int64)]  # first newer offset
+    take = np.maximum(1, np.round(sizes * fraction)).astype(np.int64)  # a slice's records, per key
+    # Per day (1 to days) and key: the first offset of its slice (the older records are below day 1's).
+    cuts = np.stack([offset[starts + np.maximum(sizes - take * (days - d), 0)] for d in range(days)])
     del placed, key, offset, order
-    counts = {"older": 0, "newer": 0}
-    for folder in (older, newer):
+    sides = ["older", *(f"day{d}" for d in range(1, days + 1))]
+    folders = dict(zip(sides, [older, *newer]))
+    counts = {side: 0 for side in sides}
+    for folder in folders.values():
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
     writers = {side: pq.ParquetWriter(str(folder / "part-00000.parquet"), data.schema)
-               for side, folder in (("older", older), ("newer", newer))}
-    held: dict[str, list[pa.Table]] = {"older": [], "newer": []}  # written in row groups of SPLIT_ROW_GROUPS
+               for side, folder in folders.items()}
+    held: dict[str, list[pa.Table]] = {side: [] for side in sides}  # written in row groups of SPLIT_ROW_GROUPS
 
     def write(side: str, least: int) -> None:
         if sum(t.num_rows for t in held[side]) >= max(least, 1):
@@ -330,13 +415,14 @@ def split_dump(dump: Path, fraction: float, older: Path, newer: Path) -> dict[st
     try:
         for batch in data.to_batches():
             table = pa.Table.from_batches([batch], data.schema)
-            at = np.searchsorted(keys, where(table))
-            new = table.column("offset").to_numpy().astype(np.int64) >= cuts[np.minimum(at, len(cuts) - 1)]
-            for side, rows in (("newer", new), ("older", ~new)):
-                part = table.filter(pa.array(rows))
+            at = np.minimum(np.searchsorted(keys, where(table)), len(keys) - 1)
+            at_offset = table.column("offset").to_numpy().astype(np.int64)
+            day = (at_offset[None, :] >= cuts[:, at]).sum(axis=0)  # 0: older
+            for number, side in enumerate(sides):
+                part = table.filter(pa.array(day == number))
                 held[side].append(part)
                 counts[side] += part.num_rows
-                write(side, SPLIT_ROW_GROUPS[side])
+                write(side, SPLIT_ROW_GROUPS["older" if number == 0 else "newer"])
         for side in held:
             write(side, 0)
     finally:

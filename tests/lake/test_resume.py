@@ -194,15 +194,20 @@ def test_other_retention_resumes_all_the_same(inputs, tmp_path):
     assert_same(out, state_tables(plain))
 
 
-def test_a_run_with_the_history_leaves_no_state_to_resume_from(inputs, tmp_path):
+def test_a_run_without_the_history_resumes_from_one_with_it(inputs, tmp_path):
+    """A run with the history keeps the same replay state: a --no-history run starts from it (and leaves none a run
+    with the history could continue its tables from: that one replays the archive)."""
     out = tmp_path / "out"
-    run(RebuildConfig.build(source=f"parquet:{inputs['one']}", output=str(out), as_of=FIRST_AS_OF, engine="local",
-                            workers=0, archive=True))
-    assert not (out / REPLAY_STATE).exists()
+    one = run(RebuildConfig.build(source=f"parquet:{inputs['one']}", output=str(out), as_of=FIRST_AS_OF,
+                                  engine="local", workers=0, archive=True, retention_minutes=36 * 60))
     two = rebuild(inputs["rest"], out, end_offsets=str(inputs["ends"]))
-    assert two["resumed_from_run"] is None
+    assert two["resumed_from_run"] == one["run_id"]
     assert_same(out, inputs["plain"])
     assert ARCHIVE in {p.name for p in out.iterdir()}
+    three = run(RebuildConfig.build(source=f"parquet:{inputs['rest']}", output=str(out), as_of=AS_OF, engine="local",
+                                    workers=0, archive=True, retention_minutes=36 * 60))
+    assert three["resumed_from_run"] is None
+    assert three["whole_replay_reason"] == "the newest complete run kept no history state"
 
 
 def test_a_record_from_the_future_does_not_stop_the_next_run_from_resuming(inputs, tmp_path):

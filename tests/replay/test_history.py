@@ -58,7 +58,7 @@ def _offset_input(raw: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 
 def _history(rows: list[tuple]) -> pa.Table:
-    return offset_commits(*_offset_input(_log(rows)))
+    return offset_commits(*_offset_input(_log(rows)))[0]
 
 
 def test_each_commit_gets_its_keys_previous_one_in_log_order():
@@ -73,14 +73,14 @@ def test_each_commit_gets_its_keys_previous_one_in_log_order():
     rows = {r["record_offset"]: r for r in commits.to_pylist()}
     assert sorted(rows) == [10, 11, 20, 30, 40]
     got = [(o, rows[o]["kind"], rows[o]["previous_offset"], rows[o]["offset_delta"], rows[o]["is_rewind"],
-            rows[o]["seconds_since_previous"], rows[o]["later_records"]) for o in (10, 20, 30, 40)]
-    assert got == [(10, "commit", None, None, False, None, 3),
-                   (20, "delete", 100, None, False, None, 2),  # no timestamp: no time since
-                   (30, "commit", None, None, False, None, 1),  # after a tombstone: nothing to compare with
-                   (40, "commit", 90, 30, False, 3.0, 0)]
+            rows[o]["seconds_since_previous"], rows[o]["earlier_records"]) for o in (10, 20, 30, 40)]
+    assert got == [(10, "commit", None, None, False, None, 0),
+                   (20, "delete", 100, None, False, None, 1),  # no timestamp: no time since
+                   (30, "commit", None, None, False, None, 2),  # after a tombstone: nothing to compare with
+                   (40, "commit", 90, 30, False, 3.0, 3)]
     assert rows[30]["group_id"] == "a" and rows[30]["commit_date"] == date(2026, 11, 21)
     assert rows[10]["commit_date"] == date(2026, 11, 20) and rows[20]["commit_date"] is None
-    assert (rows[11]["group_id"], rows[11]["previous_offset"], rows[11]["later_records"]) == ("w", None, 0)
+    assert (rows[11]["group_id"], rows[11]["previous_offset"], rows[11]["earlier_records"]) == ("w", None, 0)
     assert [rows[o]["source_record_offset"] for o in (10, 11, 20, 30, 40)] == [10, 11, 20, 30, 40]
 
 
@@ -131,7 +131,7 @@ def test_a_transactional_commit_is_placed_at_its_commit_marker_and_applies_unles
     assert placed == [(0, 0, -1, 1), (2, 2, 8, None), (3, 1, 7, 2)]
     assert [s for s, o in zip(source, still_open) if o] == [7]
     got = sorted((r["record_offset"], r["source_record_offset"], r["producer_id"], r["committed_offset"])
-                 for r in offset_commits(offset_records, found).to_pylist())
+                 for r in offset_commits(offset_records, found)[0].to_pylist())
     assert got == [(0, 0, -1, 1), (2, 2, 8, None)]
     reference = replay_log(LogEntry(0, r["offset"], r["producer_id"], {COMMIT: "COMMIT", ABORT: "ABORT"}.get(r["key"])
                                     if r["is_control"] else None, r["key"], r["value"]) for r in raw.to_pylist())
@@ -172,15 +172,15 @@ def test_commits_are_decoded_with_kafkas_sentinels():
     assert {(r["group_id"], r["topic"], r["partition"]) for r in rows} == {("a", "t", 0)}
 
 
-def test_later_records_count_the_keys_records_after_each_one():
+def test_earlier_records_count_the_keys_records_before_each_one():
     rows = _history([(_key(g), _commit(i), i, i, -1, False) for i, g in enumerate("abaabca")]).to_pylist()
-    assert [(r["group_id"], r["later_records"]) for r in rows] == [
-        ("a", 3), ("b", 1), ("a", 2), ("a", 1), ("b", 0), ("c", 0), ("a", 0)]
+    assert [(r["group_id"], r["earlier_records"]) for r in rows] == [
+        ("a", 0), ("b", 0), ("a", 1), ("a", 2), ("b", 1), ("c", 0), ("a", 3)]
 
 
 @pytest.mark.parametrize("top", [500_000, 1 << 61], ids=["small_offsets", "huge_offsets"])
 def test_rows_follow_key_and_position_whatever_their_ranges(top):
-    """Each row's previous commit and later records are its key's in position order, whether keys x positions fit
+    """Each row's previous commit and earlier records are its key's in position order, whether keys x positions fit
     one int64 sort key or not (transactional commits included, whose placing takes a running maximum per key)."""
     rng = random.Random(top % 1000)
     offsets = sorted(rng.sample(range(top), 600))
@@ -194,8 +194,8 @@ def test_rows_follow_key_and_position_whatever_their_ranges(top):
         rows.append((key, _commit(i) if i % 13 else None, offset, 0, producer, False))
     rng.shuffle(rows)
     raw = _log(rows)
-    found = offset_commits(*_offset_input(raw)).to_pylist()
-    got = {(r["record_offset"], r["group_id"]): (r["previous_offset"], r["later_records"]) for r in found}
+    found = offset_commits(*_offset_input(raw))[0].to_pylist()
+    got = {(r["record_offset"], r["group_id"]): (r["previous_offset"], r["earlier_records"]) for r in found}
     reference = replay_log(LogEntry(0, r["offset"], r["producer_id"], "COMMIT" if r["is_control"] else None,
                                     r["key"], r["value"]) for r in sorted(raw.to_pylist(), key=lambda r: r["offset"]))
     by_key: dict = {}
@@ -204,7 +204,7 @@ def test_rows_follow_key_and_position_whatever_their_ranges(top):
     want = {}
     for chain in by_key.values():
         for i, h in enumerate(chain):
-            want[h.position, h.key[0]] = (h.previous, len(chain) - 1 - i)
+            want[h.position, h.key[0]] = (h.previous, i)
     assert got == want
     assert len(want) > 400 and any(r["record_offset"] != r["source_record_offset"] for r in found)
 
@@ -245,7 +245,8 @@ def _commits(rows: list[tuple]) -> pa.Table:
         "committed_offset": pa.array([r[4] for r in rows], pa.int64()),
         "record_timestamp": pa.array([moment(r[5]) for r in rows], TIMESTAMP),
         "commit_timestamp": pa.array([moment(r[6]) for r in rows], TIMESTAMP),
-        "later_records": pa.array([r[7] for r in rows], pa.int64()),
+        # Each key's rows before the row: all of its rows are given, with the count after each.
+        "earlier_records": pa.array([sum(1 for o in rows if o[:2] == r[:2]) - 1 - r[7] for r in rows], pa.int64()),
     })
     return pa.table([columns[f.name] for f in schema], schema=schema)
 

@@ -152,12 +152,12 @@ def test_the_demos_commit_history_is_the_reference_replays(demo):
                   r["committed_offset"], r["previous_offset"], r["producer_id"]) for r in rows)
     assert len(got) > 10_000 and any(r[5] != -1 for r in got)  # transactional commits are in it
     assert got == want
-    # later_records: how many rows of the same key come after each one (group_status reads the last few).
+    # earlier_records: how many rows of the same key come before each one (a key's last few: group_status).
     positions = defaultdict(list)
     for coordinator_partition, record_offset, key, *_ in want:  # in order: `want` is sorted
         positions[(coordinator_partition, key)].append(record_offset)
-    later = sorted((p, o, len(offsets) - 1 - i) for (p, _), offsets in positions.items() for i, o in enumerate(offsets))
-    assert later == sorted((r["coordinator_partition"], r["record_offset"], r["later_records"]) for r in rows)
+    earlier = sorted((p, o, i) for (p, _), offsets in positions.items() for i, o in enumerate(offsets))
+    assert earlier == sorted((r["coordinator_partition"], r["record_offset"], r["earlier_records"]) for r in rows)
 
 
 def test_burrows_rules_catch_the_samples_trouble_groups(demo):
