@@ -12,6 +12,8 @@ them (`earlier`: the tail of offset_commits the previous run kept, `commit_tail`
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,71 +39,86 @@ CONSUME_RATE_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("group_
                                  ("topic", pa.string()), ("partition", pa.int32()), ("consume_rate", pa.float64())])
 
 
-# The columns of offset_commits a resumed run continues each key from (`commit_tail`), with `rows`: a partition's
-# row count (kind `offset_commits` or `group_events`, no key), for the run's summary.
-TAIL_COLUMNS = ["coordinator_partition", "group_id", "topic", "partition", "kind", "committed_offset",
-                "commit_timestamp", "record_timestamp", "record_offset", "source_record_offset", "earlier_records"]
 KEY = ["coordinator_partition", "group_id", "topic", "partition"]
+RATE_POINT = pa.struct([("record_timestamp", TIMESTAMP), ("record_offset", pa.int64()),
+                        ("committed_offset", pa.int64())])
+# What offset_commits leaves the rules after it, per key (`commit_state`): its last row (which the next row of a
+# resumed run follows), its window of last commits (group_status) and its commits in the rate window.
+STATE_SCHEMA = pa.schema([*(arrow_schema("offset_commits").field(k) for k in KEY),
+                          *(arrow_schema("offset_commits").field(c) for c in
+                            ("committed_offset", "record_timestamp", "source_record_offset", "earlier_records")),
+                          ("window", pa.list_(WINDOW_POINT)), ("rates", pa.list_(RATE_POINT))])
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The keys of offset_commits rows: per row its key (a row of `names`: KEY), the rows in (key, position)
+    order, and per key its row of the `earlier` state the call continued (STATE_SCHEMA; -1: none)."""
+
+    key: np.ndarray
+    order: np.ndarray
+    names: pa.Table
+    earlier: np.ndarray
 
 
 def offset_commits(offset_records: pa.Table, found: pa.Table, earlier: pa.Table | None = None
-                   ) -> tuple[pa.Table, np.ndarray]:
+                   ) -> tuple[pa.Table, Keys]:
     """The offset_commits rows of one coordinator partition's valid offset records up to as_of (checked rows,
-    whole), given its markers `found` (jobs.replay.transactions.markers), and per row how many rows of its key
-    this call gives after it. `earlier`: the key's rows an earlier run wrote, those it kept (`commit_tail`), when
-    `offset_records` are what came after them (jobs.replay.resume): each key goes on from its last one."""
+    whole), given its markers `found` (jobs.replay.transactions.markers), and their Keys. `earlier`: each key's
+    state (STATE_SCHEMA, `commit_state`) an earlier run left, when `offset_records` are what came after the rows
+    it wrote (jobs.replay.resume): each key goes on from its last one."""
     effective, _, position = fates(offset_records, found)
     keys = pc.dictionary_encode(offset_keys(offset_records.column("key")).combine_chunks())
     names = _names(keys.dictionary)
+    partition_of = np.full(names.num_rows, -1, np.int64)
+    code = numbers(keys.indices)
+    partition_of[code[::-1]] = numbers(offset_records.column("coordinator_partition"), -1)[::-1]  # a key's: one
+    names = pa.table({"coordinator_partition": pa.array(partition_of, pa.int32()),
+                      **{name: names.column(name) for name in names.column_names}})
     rows = np.flatnonzero(effective)
-    index = numbers(keys.indices)[rows]
+    index = code[rows]
     source = numbers(offset_records.column("record_offset"))[rows]
     position = position[rows]
-    heads = _heads(earlier, names, keys.indices, offset_records.column("coordinator_partition"))
+    at = _matched(earlier, names)
+    heads = _heads(earlier, at)
     keep = _applies(index, position, source, heads["source_record_offset"])
     rows, index, position, source = rows[keep], index[keep], position[keep], source[keep]
     taken = pa.array(rows)
     applied = offset_records.select(["coordinator_partition", "record_timestamp", "producer_id"]).take(taken)
     values = {name: column.take(taken) for name, column in _values(offset_records).items()}
-    return _rows(applied, values, index, position, source, names, heads)
+    commits, order = _rows(applied, values, index, position, source, names, heads)
+    return commits, Keys(index, order, names.select(KEY), at)
 
 
-def _heads(earlier: pa.Table | None, names: pa.Table, indices: pa.Array, partitions: pa.ChunkedArray
-           ) -> dict[str, np.ndarray]:
-    """Per distinct key of `names` (its coordinator partition: that of a record of it, `indices` and
-    `partitions`), its last row among `earlier` (offset_commits rows; -1 or null for a key without one):
-    committed_offset (has_offset), record_timestamp in µs (has_timestamp), source_record_offset and
-    earlier_records."""
-    n = names.num_rows
-    found = {"has": np.zeros(n, bool), "committed_offset": np.zeros(n, np.int64), "has_offset": np.zeros(n, bool),
+def _matched(earlier: pa.Table | None, names: pa.Table) -> np.ndarray:
+    """Per key of `names`, its row of `earlier` (-1: none)."""
+    at = np.full(names.num_rows, -1, np.int64)
+    if earlier is None or not earlier.num_rows or not names.num_rows:
+        return at
+    keyed = names.select(KEY).append_column("_key", pa.array(np.arange(names.num_rows)))
+    rows = earlier.select(KEY).append_column("_row", pa.array(np.arange(earlier.num_rows)))
+    joined = keyed.join(rows, KEY, join_type="inner", use_threads=False)
+    at[numbers(joined.column("_key"))] = numbers(joined.column("_row"))
+    return at
+
+
+def _heads(earlier: pa.Table | None, at: np.ndarray) -> dict[str, np.ndarray]:
+    """Per key, its last row before these (`at`: its row of `earlier`, STATE_SCHEMA, or -1): committed_offset
+    (has_offset), record_timestamp in µs (has_timestamp), source_record_offset and earlier_records (-1: none)."""
+    n = len(at)
+    found = {"has": at >= 0, "committed_offset": np.zeros(n, np.int64), "has_offset": np.zeros(n, bool),
              "record_timestamp": np.zeros(n, np.int64), "has_timestamp": np.zeros(n, bool),
              "source_record_offset": np.full(n, -1, np.int64), "earlier_records": np.full(n, -1, np.int64)}
-    if earlier is None or not earlier.num_rows or not n:
+    if not found["has"].any():
         return found
-    partition_of = np.full(n, -1, np.int64)
-    code = numbers(indices)
-    partition_of[code[::-1]] = numbers(partitions, -1)[::-1]  # any record's: a key is in one partition
-    keyed = names.append_column("coordinator_partition", pa.array(partition_of, pa.int32())).append_column(
-        "key_index", pa.array(np.arange(n)))
-    heads = _last_of_keys(earlier.filter(pc.is_in(earlier.column("kind"), value_set=pa.array(["commit", "delete"]))))
-    joined = keyed.join(heads, KEY, join_type="inner", use_threads=False)
-    at = numbers(joined.column("key_index"))
-    found["has"][at] = True
+    mine = np.flatnonzero(found["has"])
+    rows = earlier.take(pa.array(at[mine]))
     for name in ("committed_offset", "source_record_offset", "earlier_records"):
-        found[name][at] = numbers(joined.column(name))
-    found["has_offset"][at] = mask(pc.is_valid(joined.column("committed_offset")))
-    found["record_timestamp"][at] = micros(joined.column("record_timestamp"))
-    found["has_timestamp"][at] = mask(pc.is_valid(joined.column("record_timestamp")))
+        found[name][mine] = numbers(rows.column(name))
+    found["has_offset"][mine] = mask(pc.is_valid(rows.column("committed_offset")))
+    found["record_timestamp"][mine] = micros(rows.column("record_timestamp"))
+    found["has_timestamp"][mine] = mask(pc.is_valid(rows.column("record_timestamp")))
     return found
-
-
-def _last_of_keys(rows: pa.Table) -> pa.Table:
-    """Each key's row with the greatest earlier_records (its last)."""
-    if not rows.num_rows:
-        return rows
-    last = rows.group_by(KEY, use_threads=False).aggregate([("earlier_records", "max")]).rename_columns(
-        [*KEY, "earlier_records"])
-    return rows.join(last, [*KEY, "earlier_records"], join_type="inner", use_threads=False)
 
 
 def _applies(key: np.ndarray, position: np.ndarray, source: np.ndarray, head_source: np.ndarray) -> np.ndarray:
@@ -186,7 +203,7 @@ def _values(records: pa.Table) -> dict[str, pa.Array]:
 def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, position: np.ndarray,
           source: np.ndarray, names: pa.Table, heads: dict[str, np.ndarray]) -> tuple[pa.Table, np.ndarray]:
     """The offset_commits rows of applied records (`records`: their partition, timestamp and producer; `values`:
-    their decoded values; `key`: their key's row of `names`), and per row its key's rows after it: each with its
+    their decoded values; `key`: their key's row of `names`), and the rows in (key, position) order: each with its
     key's previous one (in application order; for a key's first, its last of `heads`), the movement since, and
     the key's rows before it."""
     schema = arrow_schema("offset_commits")
@@ -198,8 +215,6 @@ def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, posit
     before[order[1:][follows[1:]]] = order[:-1][follows[1:]]
     starts = np.flatnonzero(~follows)
     ends = np.append(starts, n)[1:]
-    later = np.empty(n, np.int64)
-    later[order] = np.repeat(ends, ends - starts) - np.arange(n) - 1
     earlier = np.empty(n, np.int64)
     earlier[order] = np.arange(n) - np.repeat(starts, ends - starts)
     has_before = before >= 0
@@ -241,102 +256,150 @@ def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, posit
         "source_record_offset": pa.array(source, pa.int64()),
         "earlier_records": pa.array(earlier),
     }
-    return pa.table([columns[f.name] for f in schema], schema=schema), later
+    return pa.table([columns[f.name] for f in schema], schema=schema), order
 
 
-def commit_tail(commits: pa.Table, later: np.ndarray, earlier: pa.Table | None, window: int, since_us: int
-                ) -> pa.Table:
-    """What of offset_commits group_status and the consume rates read, and the next run continues each key from
-    (TAIL_COLUMNS): each key's last `window` rows (its last one at least) and the rows after `since_us` (the
-    rate window's start), of this run's `commits` (`later`: per row, its key's rows after it there) and of the
-    `earlier` run's tail, when this run continues it."""
-    recent = (later < max(window, 1)) | mask(pc.greater(commits.column("record_timestamp"),
-                                                        pa.scalar(since_us, TIMESTAMP)))
-    new = commits.filter(pa.array(recent)).select(TAIL_COLUMNS)
-    if earlier is None:
-        return new
-    rows = pa.concat_tables([earlier.filter(pc.is_in(earlier.column("kind"), value_set=pa.array(["commit", "delete"])))
-                             .select(TAIL_COLUMNS).cast(new.schema), new])
-    newest = rows.group_by(KEY, use_threads=False).aggregate([("earlier_records", "max")])
-    rows = rows.join(newest, KEY, join_type="inner", use_threads=False)
-    keep = pc.or_(pc.less(pc.subtract(rows.column("earlier_records_max"), rows.column("earlier_records")),
-                          max(window, 1)),
-                  pc.fill_null(pc.greater(rows.column("record_timestamp"), pa.scalar(since_us, TIMESTAMP)), False))
-    return rows.filter(keep).select(TAIL_COLUMNS)
+def commit_state(commits: pa.Table, window: int, since_us: int, keys: Keys | None = None,
+                 earlier: pa.Table | None = None) -> pa.Table:
+    """Per key of offset_commits rows `commits` (with their `keys`, or found from KEY), and of the `earlier` state
+    they continue (STATE_SCHEMA): its last row, its window (its last `window` commits after its last tombstone:
+    group_status reads it, `commit_windows`) and its commits after `since_us` (the rate window's start:
+    `consume_rates`), as STATE_SCHEMA rows. A key without rows keeps its earlier state, less the commits before
+    `since_us`."""
+    keys = keys if keys is not None else _keys_of(commits)
+    order, key = keys.order, keys.key[keys.order]
+    bounds = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1], [True]])) if len(key) else np.zeros(1, int)
+    starts, ends = bounds[:-1], bounds[1:]
+    touched = key[starts]  # the keys with rows, in order
+    kept = np.flatnonzero(~np.isin(np.arange(earlier.num_rows), keys.earlier[touched])) \
+        if earlier is not None else np.zeros(0, np.int64)  # earlier keys without rows: as they were
+    heads = commits.take(pa.array(order[ends - 1])) if len(touched) else commits.slice(0, 0)
+    flat = pa.schema(list(STATE_SCHEMA)[:-2])
+    out = pa.concat_tables([
+        pa.table({**{c: keys.names.column(c).take(pa.array(touched)) for c in KEY},
+                  **{c: heads.column(c) for c in flat.names[len(KEY):]}}).cast(flat),
+        *([earlier.select(flat.names).cast(flat).take(pa.array(kept))] if earlier is not None else [])])
+    windows = [_windows(commits, keys, starts, ends, earlier, window)]
+    if earlier is not None:
+        windows.append(earlier.column("window").take(pa.array(kept)).combine_chunks())
+    return out.append_column("window", pa.concat_arrays(windows)).append_column(
+        "rates", _rates(commits, keys, touched, earlier, kept, since_us))
 
 
-def commit_windows(tail: pa.Table, window: int) -> pa.Table:
-    """Per offset whose newest record is a commit: its last `window` commits after its last tombstone, in log
-    order (COMMIT_WINDOW_SCHEMA; committed_at is the commit timestamp, as Burrow reads it, else the record's).
-    `tail`: offset_commits rows holding each key's last `window` at least (`commit_tail`)."""
-    if not tail.num_rows:
-        return COMMIT_WINDOW_SCHEMA.empty_table()
-    key = KEY
-    rows = tail.sort_by([*((k, "ascending") for k in key), ("record_offset", "ascending")])
-    first = _run_starts(rows, key)
-    last = np.append(np.flatnonzero(first)[1:] - 1, rows.num_rows - 1)  # each key's last row
-    count = numbers(rows.column("earlier_records"))
-    recent = rows.filter(pa.array(count[last][np.cumsum(first) - 1] - count < window))
-    n = recent.num_rows
-    first = _run_starts(recent, key)
-    run = np.cumsum(first) - 1
-    deleted = mask(pc.equal(recent.column("kind"), "delete"))
-    # A commit counts when no tombstone of its offset comes after it (an offset committed again after its
-    # tombstone starts a new window): the runs' last tombstone, by position.
-    last_delete = np.full(run[-1] + 1, -1)
+def _keys_of(commits: pa.Table) -> Keys:
+    """Keys of offset_commits rows from their KEY columns (rows of a test, or of other tools)."""
+    names = commits.select(KEY).group_by(KEY, use_threads=False).aggregate([])
+    numbered = names.append_column("_key", pa.array(np.arange(names.num_rows)))
+    found = commits.select(KEY).append_column("_row", pa.array(np.arange(commits.num_rows))).join(
+        numbered, KEY, join_type="inner", use_threads=False)
+    key = np.empty(commits.num_rows, np.int64)
+    key[numbers(found.column("_row"))] = numbers(found.column("_key"))
+    order = np.lexsort((numbers(commits.column("record_offset")), key))
+    return Keys(key, order, names, np.full(names.num_rows, -1, np.int64))
+
+
+def _windows(commits: pa.Table, keys: Keys, starts: np.ndarray, ends: np.ndarray, earlier: pa.Table | None,
+             window: int) -> pa.Array:
+    """Per key with rows (runs [starts, ends) of `keys.order`): its last `window` commits after its last
+    tombstone, the earlier state's window before its rows when none of them is a tombstone."""
+    order = keys.order
+    n, runs = len(order), len(starts)
+    run = np.repeat(np.arange(runs), ends - starts)
+    deleted = mask(pc.equal(commits.column("kind"), "delete"))[order]
+    last_delete = np.full(runs, -1)
     np.maximum.at(last_delete, run[deleted], np.flatnonzero(deleted))
-    kept = ~deleted & (np.arange(n) > last_delete[run])
-    rows = recent.filter(pa.array(kept))
-    if not rows.num_rows:
-        return COMMIT_WINDOW_SCHEMA.empty_table()
-    kept_run = run[kept]
-    starts = np.flatnonzero(np.concatenate([[True], kept_run[1:] != kept_run[:-1]]))
-    ends = np.append(starts[1:], rows.num_rows)
-    starts = np.maximum(starts, ends - window)
-    take = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])
-    points = rows.take(pa.array(take))
-    committed_at = pc.coalesce(points.column("commit_timestamp"), points.column("record_timestamp"))
-    point = pa.StructArray.from_arrays(
-        [points.column("coordinator_partition").combine_chunks(), points.column("record_offset").combine_chunks(),
-         committed_at.combine_chunks(), points.column("committed_offset").combine_chunks()], fields=list(WINDOW_POINT))
-    lengths = ends - starts
-    heads = rows.take(pa.array(starts))
-    windows = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32()), point)
-    return pa.table([heads.column("coordinator_partition"), heads.column("group_id"), heads.column("topic"),
-                     heads.column("partition"), windows], schema=COMMIT_WINDOW_SCHEMA)
+    new = np.flatnonzero(~deleted & (np.arange(n) > last_delete[run]))
+    rows = commits.take(pa.array(order[new]))
+    committed_at = pc.coalesce(rows.column("commit_timestamp"), rows.column("record_timestamp"))
+    points = [pa.table({"run": run[new], "record_offset": rows.column("record_offset"),
+                        "point": pa.StructArray.from_arrays(
+                            [rows.column("coordinator_partition").combine_chunks(),
+                             rows.column("record_offset").combine_chunks(), committed_at.combine_chunks(),
+                             rows.column("committed_offset").combine_chunks()], fields=list(WINDOW_POINT))})]
+    at = keys.earlier[keys.key[order[starts]]] if runs else np.zeros(0, np.int64)
+    before = np.flatnonzero((at >= 0) & (last_delete < 0))  # runs whose earlier window stays ahead of their rows
+    if len(before):
+        lists = earlier.column("window").take(pa.array(at[before])).combine_chunks()
+        old = lists.flatten()
+        points.insert(0, pa.table({"run": np.repeat(before, numbers(lists.value_lengths())),
+                                   "record_offset": pc.struct_field(old, "record_offset"), "point": old}))
+    found = pa.concat_tables(points)
+    run_of, offset = numbers(found.column("run")), numbers(found.column("record_offset"))
+    ordered = np.lexsort((offset, run_of))
+    run_of = run_of[ordered]
+    size = np.bincount(run_of, minlength=runs)
+    stop = np.cumsum(size)
+    keep = np.arange(len(run_of)) >= np.repeat(stop - np.minimum(size, window), size)  # each run's last `window`
+    lengths = np.minimum(size, window)
+    return pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32()),
+                                    found.column("point").take(pa.array(ordered[keep])).combine_chunks())
 
 
-def _run_starts(rows: pa.Table, key: list[str]) -> np.ndarray:
-    """Per row of `rows` (sorted by `key`): the first of its key."""
-    n = rows.num_rows
-    first = np.zeros(n, bool)
-    if n:
-        first[0] = True
-    for name in key:
-        column = rows.column(name)
-        first[1:] |= ~mask(pc.equal(column.slice(1), column.slice(0, n - 1)))
-    return first
-
-
-def consume_rates(commits: pa.Table, as_of_us: int, window_us: int) -> pa.Table:
-    """Per offset, the offsets per second its commits in (as_of - window, as_of] moved it: from the first to the
-    last commit there (ordered by time, then log order), null with fewer than two or no time between them."""
+def _rates(commits: pa.Table, keys: Keys, touched: np.ndarray, earlier: pa.Table | None, kept: np.ndarray,
+           since_us: int) -> pa.Array:
+    """Per output row of `commit_state` (the keys with rows, `touched`, then the `earlier` rows `kept`): its
+    commits after `since_us`, those of its earlier state and its rows'."""
+    out_of_key = np.full(len(keys.names), -1, np.int64)
+    out_of_key[touched] = np.arange(len(touched))
+    parts = []
     stamp = commits.column("record_timestamp")
-    inside = pc.and_(pc.equal(commits.column("kind"), "commit"),
-                     pc.and_(pc.greater(stamp, pa.scalar(as_of_us - window_us, TIMESTAMP)),
-                             pc.less_equal(stamp, pa.scalar(as_of_us, TIMESTAMP))))
-    rows = commits.filter(inside)
-    if not rows.num_rows:
+    inside = np.flatnonzero(mask(pc.equal(commits.column("kind"), "commit")) &
+                            mask(pc.greater(stamp, pa.scalar(since_us, TIMESTAMP))))
+    if len(inside):
+        rows = commits.take(pa.array(inside))
+        parts.append(pa.table({"out": out_of_key[keys.key[inside]], "point": pa.StructArray.from_arrays(
+            [rows.column(c).combine_chunks() for c in RATE_POINT.names], fields=list(RATE_POINT))}))
+    if earlier is not None and earlier.num_rows:
+        out_of_earlier = np.full(earlier.num_rows, -1, np.int64)
+        matched = keys.earlier[touched]
+        out_of_earlier[matched[matched >= 0]] = np.flatnonzero(matched >= 0)
+        out_of_earlier[kept] = len(touched) + np.arange(len(kept))
+        lists = earlier.column("rates").combine_chunks()
+        owner = np.repeat(out_of_earlier, numbers(lists.value_lengths()))
+        parts.append(pa.table({"out": owner, "point": lists.flatten()}))
+    rows_out = len(touched) + len(kept)
+    if not parts:
+        return pa.ListArray.from_arrays(pa.array(np.zeros(rows_out + 1, np.int32)), pa.array([], RATE_POINT))
+    found = pa.concat_tables(parts)
+    out = numbers(found.column("out"))
+    stamp = micros(pc.struct_field(found.column("point"), "record_timestamp"))
+    keep = np.flatnonzero((out >= 0) & (stamp > since_us))
+    keep = keep[np.argsort(out[keep], kind="stable")]
+    size = np.bincount(out[keep], minlength=rows_out)
+    return pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(size)]), pa.int32()),
+                                    found.column("point").take(pa.array(keep)).combine_chunks())
+
+
+def commit_windows(state: pa.Table) -> pa.Table:
+    """Per offset whose newest record is a commit: its last commits after its last tombstone, in log order
+    (COMMIT_WINDOW_SCHEMA; committed_at is the commit timestamp, as Burrow reads it, else the record's), from
+    `commit_state`'s rows."""
+    found = state.filter(pc.greater(pc.list_value_length(state.column("window")), 0))
+    return found.select(COMMIT_WINDOW_SCHEMA.names).cast(COMMIT_WINDOW_SCHEMA)
+
+
+def consume_rates(state: pa.Table, as_of_us: int, window_us: int) -> pa.Table:
+    """Per offset, the offsets per second its commits in (as_of - window, as_of] moved it: from the first to the
+    last commit there (ordered by time, then log order), null with fewer than two or no time between them; from
+    `commit_state`'s rows (their commits after as_of - window at least)."""
+    lists = state.column("rates").combine_chunks()
+    points = lists.flatten()
+    owner = np.repeat(np.arange(state.num_rows), numbers(lists.value_lengths()))
+    stamp = micros(pc.struct_field(points, "record_timestamp"))
+    inside = np.flatnonzero((stamp > as_of_us - window_us) & (stamp <= as_of_us))
+    if not len(inside):
         return CONSUME_RATE_SCHEMA.empty_table()
-    rows = rows.sort_by([("group_id", "ascending"), ("topic", "ascending"), ("partition", "ascending"),
-                         ("record_timestamp", "ascending"), ("coordinator_partition", "ascending"),
-                         ("record_offset", "ascending")])
-    first = rows.group_by(["coordinator_partition", "group_id", "topic", "partition"], use_threads=False).aggregate(
-        [("committed_offset", "first"), ("record_timestamp", "first"), ("committed_offset", "last"),
-         ("record_timestamp", "last"), ("committed_offset", "count")])
-    seconds = (micros(first.column("record_timestamp_last")) - micros(first.column("record_timestamp_first"))) / 1e6
-    delta = numbers(first.column("committed_offset_last")) - numbers(first.column("committed_offset_first"))
-    known = (numbers(first.column("committed_offset_count")) >= 2) & (seconds > 0)
+    owner, stamp = owner[inside], stamp[inside]
+    offset = numbers(pc.struct_field(points, "record_offset"))[inside]
+    committed = numbers(pc.struct_field(points, "committed_offset"))[inside]
+    order = np.lexsort((offset, stamp, owner))
+    owner, stamp, committed = owner[order], stamp[order], committed[order]
+    starts = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
+    lasts = np.append(starts[1:], len(owner)) - 1
+    seconds = (stamp[lasts] - stamp[starts]) / 1e6
+    delta = committed[lasts] - committed[starts]
+    known = (lasts > starts) & (seconds > 0)
     rate = pa.array(np.where(known, delta / np.where(seconds > 0, seconds, 1), 0.0), pa.float64(), mask=~known)
-    return pa.table([first.column("coordinator_partition"), first.column("group_id"), first.column("topic"),
-                     first.column("partition"), rate], schema=CONSUME_RATE_SCHEMA)
+    heads = state.take(pa.array(owner[starts]))
+    return pa.table([heads.column("coordinator_partition"), heads.column("group_id"), heads.column("topic"),
+                     heads.column("partition"), rate], schema=CONSUME_RATE_SCHEMA)

@@ -22,12 +22,13 @@ from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.expiry import apply_expiry
 from jobs.replay.groups import CLASSIC, FOLD_SCHEMA, GROUP_TYPES, of_kind, replay_partition as fold_groups
-from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_MS, MIN_MS, commit_tail,
+from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_MS, MIN_MS, commit_state,
                                  commit_windows, consume_rates, offset_commits)
 from jobs.replay.offsets import offset_state
 from jobs.replay.records import TIMESTAMP, mask, numbers
 from jobs.replay.reduction import fold_decided
-from jobs.replay.resume import fingerprints, fold_state, history_state, reusable, state_rows, unreplayed
+from jobs.replay.resume import (fingerprints, fold_state, history_state, keyed_state, reusable, state_rows,
+                                unreplayed)
 from jobs.replay.transactions import markers
 from offsets_codec import REGISTRY
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
@@ -193,14 +194,15 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded:
             whole_valid = _valid(whole, settings)
             found = markers(whole.filter(pa.array(whole_valid & mask(whole.column("is_control")))))
             offset_records = _of_types(whole, whole_valid, OFFSET_COMMIT_TYPES)
-        commits, later = offset_commits(offset_records, found, tail)
+        earlier = keyed_state(tail)
+        commits, keys = offset_commits(offset_records, found, earlier)
         yield "offset_commits", commits
-        recent = commit_tail(commits, later, tail, settings.status_window,
-                             settings.as_of_us - settings.rate_window_ms * 1000)
-        yield "commit_windows", commit_windows(recent, settings.status_window)
-        yield "consume_rates", consume_rates(recent, settings.as_of_us, settings.rate_window_ms * 1000)
+        window_us = settings.rate_window_ms * 1000
+        state = commit_state(commits, settings.status_window, settings.as_of_us - window_us, keys, earlier)
+        yield "commit_windows", commit_windows(state)
+        yield "consume_rates", consume_rates(state, settings.as_of_us, window_us)
         if settings.keep_log:
-            yield HISTORY_STATE, history_state(recent, commits, events, tail, settings.status_window,
+            yield HISTORY_STATE, history_state(state, commits, events, tail, settings.status_window,
                                                settings.rate_window_ms)
 
 

@@ -37,6 +37,7 @@ from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_sche
 from jobs.replay.chunk import LOG_SCHEMA
 from jobs.replay.counts import moments
 from jobs.replay.duplicates import CONFLICT
+from jobs.replay.history import STATE_SCHEMA
 from jobs.replay.records import RECORD_SCHEMA, TIMESTAMP, mask, numbers
 from jobs.replay.transactions import transactional
 from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
@@ -151,11 +152,18 @@ def reusable(earlier: pa.Table, now: pa.Table) -> pa.Table:
 COUNTED = ("offset_commits", "group_events")  # the history tables a resumed run appends to: their rows so far
 
 
-def history_state(tail: pa.Table, commits: pa.Table, events: pa.Table, earlier: pa.Table | None, status_window: int,
-                  rate_window_ms: int) -> pa.Table:
-    """HISTORY_STATE rows: `tail` (jobs.replay.history.commit_tail: what the next run continues each key from,
-    kept for these windows), and per coordinator partition its rows of each COUNTED table so far: the `earlier`
-    state's count (of the run this one continues) plus this run's `commits` and `events`."""
+def keyed_state(state: pa.Table | None) -> pa.Table | None:
+    """The rows of a HISTORY_STATE (or None) that hold a key's state (jobs.replay.history.STATE_SCHEMA)."""
+    if state is None:
+        return None
+    return state.filter(pc.equal(state.column("kind"), "key")).select(STATE_SCHEMA.names).cast(STATE_SCHEMA)
+
+
+def history_state(keyed: pa.Table, commits: pa.Table, events: pa.Table, earlier: pa.Table | None,
+                  status_window: int, rate_window_ms: int) -> pa.Table:
+    """HISTORY_STATE rows: each key's state (`keyed`, jobs.replay.history.commit_state: what the next run goes on
+    from, kept for these windows), and per coordinator partition its rows of each COUNTED table so far: the
+    `earlier` state's count (of the run this one continues) plus this run's `commits` and `events`."""
     schema = arrow_schema(HISTORY_STATE)
     counts = []
     for kind, rows in zip(COUNTED, (commits, events)):
@@ -170,7 +178,8 @@ def history_state(tail: pa.Table, commits: pa.Table, events: pa.Table, earlier: 
         counts.append(pa.table({"coordinator_partition": pa.array(list(total), pa.int32()),
                                 "kind": pa.array([kind] * len(total), pa.string()),
                                 "rows": pa.array(list(total.values()), pa.int64())}))
-    rows = pa.concat_tables([tail, *counts], promote_options="default")
+    keyed = keyed.append_column("kind", pa.array(["key"] * keyed.num_rows, pa.string()))
+    rows = pa.concat_tables([keyed, *counts], promote_options="default")
     n = rows.num_rows
     columns = {**{name: rows.column(name) for name in rows.column_names},
                "status_window": pa.array(np.full(n, status_window), pa.int32()),

@@ -179,14 +179,27 @@ def _with_jvm_archive(command: list[str]) -> Path | None:
 
 def _timed(command: list[str]) -> tuple[float, str]:
     """Wall seconds of a whole process, and its stdout; a failure stops the bench with its stderr."""
+    took, _, out = _timed_cpu(command)
+    return took, out
+
+
+def _timed_cpu(command: list[str]) -> tuple[float, float, str]:
+    """Wall seconds of a whole process, the CPU seconds of it and the processes it waited for (its workers: on a
+    machine others share, what a run cost more than how long it waited), and its stdout; a failure stops the
+    bench with its stderr."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
     took = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         name = next((Path(c).name for c in command if c.endswith(".py")), Path(command[1]).name)
         raise RuntimeError(f"bench: {name} failed with status {done.returncode}: {tail}")
-    return took, done.stdout
+    return took, cpu, done.stdout
 
 
 def _peer_python(work: Path) -> tuple[Path | None, str | None]:
@@ -263,19 +276,23 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
     _timed(rebuild(older, first, "--archive"))
     full, resumed = work / "incremental-full", work / "incremental-resumed"
     seconds: dict[str, list[float]] = {"full": [], "incremental": []}
+    cpu: dict[str, list[float]] = {"full": [], "incremental": []}
     summaries: dict[str, Any] = {}
     for round_ in range(repeat):
         log.info("round %d/%d: full", round_ + 1, repeat)
-        took, out = _timed(rebuild(dump, full))
+        took, used, out = _timed_cpu(rebuild(dump, full))
         seconds["full"].append(took)
+        cpu["full"].append(used)
         summaries["full"] = json.loads(out.strip().splitlines()[-1])
         shutil.rmtree(resumed, ignore_errors=True)
         shutil.copytree(first, resumed)
         log.info("round %d/%d: incremental", round_ + 1, repeat)
-        took, out = _timed(rebuild(newer, resumed, "--archive"))
+        took, used, out = _timed_cpu(rebuild(newer, resumed, "--archive"))
         seconds["incremental"].append(took)
+        cpu["incremental"].append(used)
         summaries["incremental"] = json.loads(out.strip().splitlines()[-1])
     median = {name: round(statistics.median(s), 2) for name, s in seconds.items()}
+    median_cpu = {name: round(statistics.median(s), 2) for name, s in cpu.items()}
     second = summaries["incremental"]
     differ = _differ(full, resumed, HISTORY_TABLES if history else STATE_TABLES)
     return {
@@ -285,6 +302,9 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
         "full_seconds": median["full"],
         "incremental_seconds": median["incremental"],
         "incremental_vs_full": round(median["incremental"] / median["full"], 3),
+        "full_cpu_seconds": median_cpu["full"],
+        "incremental_cpu_seconds": median_cpu["incremental"],
+        "incremental_vs_full_cpu": round(median_cpu["incremental"] / median_cpu["full"], 3),
         "incremental_equal": not differ,
         **({"incremental_differ": differ} if differ else {}),
         "resumed_from_run": second.get("resumed_from_run"),
@@ -312,6 +332,7 @@ def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days
     counts = _split(dump, fraction, days, older, slices)
     output = work / "daily"
     seconds: list[list[float]] = [[] for _ in slices]
+    cpu: list[list[float]] = [[] for _ in slices]
     summaries: list[dict[str, Any]] = []
     for round_ in range(repeat):
         shutil.rmtree(output, ignore_errors=True)
@@ -319,14 +340,16 @@ def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days
         _timed(_rebuild(older, output, history, "--archive"))
         summaries = []
         for day, source in enumerate(slices):
-            took, out = _timed(_rebuild(source, output, history, "--archive"))
+            took, used, out = _timed_cpu(_rebuild(source, output, history, "--archive"))
             seconds[day].append(took)
+            cpu[day].append(used)
             summaries.append(json.loads(out.strip().splitlines()[-1]))
             log.info("round %d/%d: day %d: %.2f s", round_ + 1, repeat, day + 1, took)
     full = work / "daily-full"
     shutil.rmtree(full, ignore_errors=True)
-    full_seconds, _ = _timed(_rebuild(dump, full, history))
+    full_seconds, full_cpu, _ = _timed_cpu(_rebuild(dump, full, history))
     median = [round(statistics.median(s), 2) for s in seconds]
+    median_cpu = [round(statistics.median(s), 2) for s in cpu]
     differ = _differ(full, output, HISTORY_TABLES if history else STATE_TABLES)
     return {
         "history": history,
@@ -335,7 +358,10 @@ def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days
         "records_per_day": [counts[f"day{d}"] for d in range(1, days + 1)],
         "day_seconds": median,
         "last_vs_second": round(median[-1] / median[1], 3) if days > 1 else None,
+        "day_cpu_seconds": median_cpu,
+        "last_vs_second_cpu": round(median_cpu[-1] / median_cpu[1], 3) if days > 1 else None,
         "full_seconds": round(full_seconds, 2),
+        "full_cpu_seconds": round(full_cpu, 2),
         "last_vs_full": round(median[-1] / full_seconds, 3),
         "resumed": sum(1 for s in summaries if s.get("resumed_from_run")),
         "whole_replay_reasons": sorted({s["whole_replay_reason"] for s in summaries if s.get("whole_replay_reason")}),
@@ -349,7 +375,28 @@ def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days
 
 def _differ(one: Path, other: Path, tables: tuple[str, ...]) -> list[str]:
     """The `tables` whose rows differ between two outputs' newest complete runs."""
-    return [t for t in tables if _state_rows(one, t) != _state_rows(other, t)]
+    return [t for t in tables if not _same_rows(_table(one, t), _table(other, t))]
+
+
+def _table(output: Path, table: str) -> Any:
+    """A table of the newest complete run under `output` (None: there is none)."""
+    from jobs.lake.runs import snapshot
+
+    tables = snapshot(output, [table])
+    return tables.open(table).to_pyarrow_table() if table in tables.versions else None
+
+
+def _same_rows(one: Any, other: Any) -> bool:
+    """Two Arrow tables hold the same rows, in any order (sorted by every column that sorts, then compared whole:
+    a history table has millions of rows, too many to compare as Python objects)."""
+    if one is None or other is None:
+        return (one is None or not one.num_rows) and (other is None or not other.num_rows)
+    if one.schema != other.schema or one.num_rows != other.num_rows:
+        return False
+    import pyarrow as pa
+
+    keys = [(f.name, "ascending") for f in one.schema if not pa.types.is_nested(f.type)]
+    return one.sort_by(keys).equals(other.sort_by(keys))
 
 
 # split_days' row groups: the older records' as the dump's own (a Spark dump's), the newer few records' small
@@ -429,13 +476,3 @@ def split_days(dump: Path, fraction: float, days: int, older: Path, newer: list[
         for writer in writers.values():
             writer.close()
     return counts
-
-
-def _state_rows(output: Path, table: str) -> list[str]:
-    """A state table of the newest complete run under `output`, as sorted row texts."""
-    from jobs.lake.runs import snapshot
-
-    tables = snapshot(output, [table])
-    if table not in tables.versions:
-        return []
-    return sorted(repr(row) for row in tables.open(table).to_pyarrow_table().to_pylist())

@@ -250,8 +250,12 @@ def test_an_output_without_write_permission_is_one_line_before_spark(spark_home)
     (lambda d, out: ["bench", "--work", f"{d}/a-file/work"], ["--work", "a-file is not a directory"]),
     (lambda d, out: ["bench", "--dump", f"{d}/not-parquet.parquet", "--work", f"{out}/work"],
      ["cannot read Parquet"]),
+    (lambda d, out: ["bench", "--daily", "3", "--work", f"{out}/work"], ["--daily needs --incremental"]),
+    (lambda d, out: ["bench", "--incremental", "0.5", "--daily", "2", "--work", f"{out}/work"],
+     ["leave no records for the first run"]),
 ], ids=["dump over a dump", "dump under a file", "dump of a dump without key", "dump of an empty log dir",
-        "demo under a file", "bench under a file", "bench of a file that is not Parquet"])
+        "demo under a file", "bench under a file", "bench of a file that is not Parquet", "bench daily alone",
+        "bench daily of everything"])
 def test_every_spark_command_checks_its_arguments_before_spark(args, fragments, inputs, tables, spark_home, tmp):
     result = offsetlake(args(inputs, tables), spark_home, tmp)
     one_line_error(result, spark_home, *fragments)

@@ -14,7 +14,7 @@ from reference_replay import LogEntry, replay_log
 
 from jobs.decode.check import check
 from jobs.lake.tables import arrow_schema
-from jobs.replay.history import _running_max, commit_windows, consume_rates, offset_commits
+from jobs.replay.history import _running_max, commit_state, commit_windows, consume_rates, offset_commits
 from jobs.replay.records import TIMESTAMP, records
 from jobs.replay.reduction import whole
 from jobs.replay.transactions import fates, markers
@@ -275,7 +275,7 @@ def test_a_commit_window_holds_an_offsets_last_commits_after_its_last_tombstone(
         (1, "many", 3, "commit", 9, 40, 40, 0),
     ])
     windows = {(r["coordinator_partition"], r["group_id"], r["topic"], r["partition"]): r["window"]
-               for r in commit_windows(commits, 3).to_pylist()}
+               for r in commit_windows(commit_state(commits, 3, AS_OF_US)).to_pylist()}
     point = lambda p, o, at, c: {"coordinator_partition": p, "record_offset": o, "committed_at": _at(at),  # noqa: E731
                                  "committed_offset": c}
     assert windows == {
@@ -283,7 +283,8 @@ def test_a_commit_window_holds_an_offsets_last_commits_after_its_last_tombstone(
         (0, "again", "t", 0): [point(0, 22, 22, 7)],
         (1, "many", "t", 0): [point(1, 3, 40, 9)],
     }
-    assert commit_windows(commits.filter(pc.equal(commits.column("group_id"), "gone")), 3).num_rows == 0
+    gone = commits.filter(pc.equal(commits.column("group_id"), "gone"))
+    assert commit_windows(commit_state(gone, 3, AS_OF_US)).num_rows == 0
 
 
 def test_a_consume_rate_is_the_movement_from_the_first_to_the_last_commit_in_the_window_per_second():
@@ -318,6 +319,6 @@ def test_a_consume_rate_is_the_movement_from_the_first_to_the_last_commit_in_the
         (0, "later", 71, "commit", 9, end + 2, None, 0),
     ])
     rates = {r["group_id"]: r["consume_rate"] for r in
-             consume_rates(commits, AS_OF_US, 15 * MINUTE_US).to_pylist()}
+             consume_rates(commit_state(commits, 3, AS_OF_US - 15 * MINUTE_US), AS_OF_US, 15 * MINUTE_US).to_pylist()}
     assert rates == {"steady": pytest.approx(1.5), "ties": pytest.approx(2.6), "time_first": pytest.approx(2.0),
                      "single": None, "instant": None}

@@ -82,3 +82,29 @@ def test_incremental_resumes_and_compares_the_tables(tmp_path):
     result = bench.run_incremental(3000, None, tmp_path / "work", 0.05)
     assert result["incremental_equal"] is True and result["resumed_from_run"]
     assert 0 < result["records_second_run"] < result["records"] // 10
+
+
+def test_the_daily_bench_resumes_every_day_and_compares_every_table(tmp_path):
+    """Real processes: three days of 5% each into one output, with the history, against one full rebuild."""
+    result = bench.run_daily(3000, None, tmp_path / "work", 0.05, 3)
+    assert result["daily_equal"] is True and result["resumed"] == 3 and not result["whole_replay_reasons"]
+    assert len(result["day_seconds"]) == 3 and result["last_vs_second"] > 0
+    assert sum(result["records_per_day"]) + result["records_first_run"] == result["records"]
+
+
+def test_split_days_cuts_each_partition_into_slices_by_offset(tmp_path):
+    rows = pa.table({"key": [b"k"] * 9, "value": [b"v"] * 9, "partition": [0] * 7 + [1] * 2,
+                     "offset": [0, 1, 2, 3, 4, 5, 6, 0, 1], "timestamp": pa.array([0] * 9, pa.timestamp("ms"))})
+    (tmp_path / "dump").mkdir()
+    pq.write_table(rows, tmp_path / "dump" / "part-0.parquet")
+    days = [tmp_path / "d1", tmp_path / "d2"]
+    counts = bench.split_days(tmp_path / "dump", 0.25, 2, tmp_path / "older", days)
+    assert counts == {"older": 3, "day1": 3, "day2": 3}
+
+    def placed(folder):
+        found = pq.read_table(folder)
+        return sorted(zip(found.column("partition").to_pylist(), found.column("offset").to_pylist()))
+
+    # Partition 0: 7 records, slices of round(1.75) = 2; partition 1: 2 records, a slice of at least one.
+    assert (placed(tmp_path / "older"), placed(days[0]), placed(days[1])) == (
+        [(0, 0), (0, 1), (0, 2)], [(0, 3), (0, 4), (1, 0)], [(0, 5), (0, 6), (1, 1)])
