@@ -39,8 +39,10 @@ RUNS_SCHEMA = pa.schema([
 # _runs gains one small file per run; past this many it is compacted, so readers open few files.
 RUNS_FILES_BEFORE_COMPACTION = 64
 # Every committed version stays readable: delta-rs would otherwise delete log entries older than 30 days at its
-# checkpoints, and the versions they hold. Old versions go only with rebuild --keep-runs (`keep_runs`).
-TABLE_PROPERTIES = {"delta.enableExpiredLogCleanup": "false"}
+# checkpoints, and the versions they hold. Old versions go only with rebuild --keep-runs (`keep_runs`). A
+# checkpoint every 10 commits (not 100): a daily run opens each table reading at most 10 commits of its log, so
+# a year of runs costs no more to open than a week (docs/performance.md).
+TABLE_PROPERTIES = {"delta.enableExpiredLogCleanup": "false", "delta.checkpointInterval": "10"}
 # How far back a run looks for its own commit in a table's history (other writers may have committed since).
 OWN_COMMIT_LOOKBACK = 16
 
