@@ -93,12 +93,15 @@ def proven(values: pa.Array, layout: Layout) -> np.ndarray:
     return read(values, layout, ()).ok
 
 
-def read(values: pa.Array, layout: Layout, fields: Sequence[str], heads: Mapping[int, int] | None = None) -> BulkRead:
+def read(values: pa.Array, layout: Layout, fields: Sequence[str], heads: Mapping[int, int] | None = None,
+         checked: bool = False) -> BulkRead:
     """`proven`, and the named fields of the proven rows (ints as int64, strings as strings, uuids in Kafka's
     text form); a tagged field is null where the row's tagged section is empty.
 
     `heads`: which first two bytes are read as which version of `layout` (default: each of its versions as
-    itself, as a value's are). A key's first two bytes are its record type: {type: the key layout's version}."""
+    itself, as a value's are). A key's first two bytes are its record type: {type: the key layout's version}.
+    `checked`: the values passed the check (jobs.decode.check) already, so their strings are valid UTF-8 and
+    need not be ASCII to be read here."""
     buf, valid = _Bytes.of(values)
     rows = len(buf.length)
     ok = np.zeros(rows, dtype=bool)
@@ -108,7 +111,7 @@ def read(values: pa.Array, layout: Layout, fields: Sequence[str], heads: Mapping
     for first, version in ({v: v for v in layout.versions} if heads is None else heads).items():
         which = np.nonzero(head == first)[0]
         if len(which):
-            ok[which], positions, lengths = _reads(buf.rows(which), plan_for(layout, version))
+            ok[which], positions, lengths = _reads(buf.rows(which), plan_for(layout, version), checked)
             for name in fields:
                 if name in positions:
                     at[name][which] = positions[name]
@@ -131,10 +134,20 @@ def _decoded(buf: _Bytes, t: Primitive, at: np.ndarray, size: np.ndarray, presen
         strings = pa.StringArray.from_buffers(len(n), pa.py_buffer(offsets), pa.py_buffer(text.tobytes()))
         return pc.if_else(pa.array(present), strings, pa.scalar(None, pa.string()))
     width = _WIDTHS[t.name]
-    spans = np.minimum(first[:, None] + np.arange(width), len(buf.data) - 1)
-    raw = np.ascontiguousarray(buf.data[spans])
+    raw = _gather(buf.data, first, width)
     numbers = raw.view(">u2" if t.name == "uint16" else f">i{width}").ravel().astype(np.int64)
     return pa.array(numbers, pa.int64(), mask=~present)
+
+
+def _gather(data: np.ndarray, first: np.ndarray, width: int) -> np.ndarray:
+    """The `width` bytes at each of `first` in `data`, as rows of a (len(first), width) array (a start too near the
+    end reads the last `width` bytes: only rows known to fit are kept). Through a view of `data` whose row i is
+    its bytes from i on: one copy of each row, no index per byte."""
+    if len(data) < width:
+        data = np.concatenate([data, np.zeros(width, np.uint8)])
+    windows = np.lib.stride_tricks.as_strided(data, shape=(len(data) - width + 1, width), strides=(1, 1),
+                                              writeable=False)
+    return windows[np.minimum(first, len(data) - width)]
 
 
 _BASE64URL = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", np.uint8)
@@ -144,7 +157,7 @@ def _uuid_text(buf: _Bytes, first: np.ndarray, present: np.ndarray) -> pa.Array:
     """16 bytes at `first` per row, in Kafka's text form (base64url without padding: 22 characters)."""
     n = len(first)
     raw = np.zeros((n, 18), np.uint32)  # two zero bytes: six whole 3-byte groups
-    raw[:, :16] = buf.data[np.minimum(first[:, None] + np.arange(16), len(buf.data) - 1)]
+    raw[:, :16] = _gather(buf.data, first, 16)
     groups = raw.reshape(n, 6, 3)
     bits = (groups[:, :, 0] << 16) | (groups[:, :, 1] << 8) | groups[:, :, 2]
     sextets = np.stack([(bits >> shift) & 0x3F for shift in (18, 12, 6, 0)], axis=-1).reshape(n, 24)[:, :22]
@@ -154,9 +167,10 @@ def _uuid_text(buf: _Bytes, first: np.ndarray, present: np.ndarray) -> pa.Array:
     return pc.if_else(pa.array(present), strings, pa.scalar(None, pa.string()))
 
 
-def _reads(buf: _Bytes, plan: Plan) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _reads(buf: _Bytes, plan: Plan, checked: bool = False
+           ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(rows whose bytes after the version hold `plan` exactly, where each untagged field starts, the length of
-    each string field)."""
+    each string field); `checked`: strings need not be ASCII (`read`)."""
     pos = np.full(len(buf.length), 2, np.int64)
     ok = np.ones(len(buf.length), dtype=bool)
     positions: dict[str, np.ndarray] = {}
@@ -179,7 +193,8 @@ def _reads(buf: _Bytes, plan: Plan) -> tuple[np.ndarray, dict[str, np.ndarray], 
                 ok &= (pos + 2 <= buf.length) & (n >= 0)
                 pos = pos + 2
             ok &= (pos + n <= buf.length)
-            ok &= buf.ascii(pos, n, ok)
+            if not checked:
+                ok &= buf.ascii(pos, n, ok)
             positions[fp.name], lengths[fp.name] = pos, np.maximum(n, 0)
             pos = pos + np.maximum(n, 0)
         else:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from jobs.kill_points import kill_point
-from jobs.lake.hive import data_files
+from jobs.lake.hive import NULL_PARTITION, data_files
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
 from jobs.lake.storage import Location
 from jobs.lake.tables import STAGED_TABLES, conform, partition_columns
@@ -194,14 +194,21 @@ class TaskOutputs:
 
 def write_options(schema: pa.Schema) -> dict[str, list[str]]:
     """Parquet options of the files tasks write: dictionaries for strings (ids and names repeat), statistics for
-    flat columns (a read of one partition skips the others' row groups); neither for the records' bytes, whose
-    dictionaries and minima cost the write and serve no reader."""
-    flat = [f.name for f in schema if not (pa.types.is_binary(f.type) or pa.types.is_nested(f.type))]
+    numbers and times (a read of one partition skips the others' row groups); neither for the records' bytes,
+    whose dictionaries and minima cost the write and serve no reader, nor statistics for strings (group ids come
+    in no order in a row group: their minima skip nothing, and cost a tenth of offset_commits' write)."""
+    flat = [f.name for f in schema if not (pa.types.is_binary(f.type) or pa.types.is_nested(f.type)
+                                           or pa.types.is_string(f.type))]
     return {"use_dictionary": [f.name for f in schema if pa.types.is_string(f.type)], "write_statistics": flat}
 
 
 def write_partitioned(table: pa.Table, folder: Location, basename: str, name: str) -> None:
+    """`table` as table `name`'s files in hive folders under `folder` (`<column>=<value>/<basename>-<i>.parquet`).
+    Rows already in runs of one folder each (offset_commits: jobs.replay.history) are written slice by slice;
+    others are grouped by Arrow, which copies each folder's rows."""
     columns = partition_columns(name)
+    if len(columns) == 1 and _write_runs(table, folder, basename, columns[0]):
+        return
     partitioning = pads.partitioning(pa.schema([table.schema.field(c) for c in columns]), flavor="hive")
     days = len(pc.unique(table.column(columns[0])))
     options = pads.ParquetFileFormat().make_write_options(**write_options(table.schema))
@@ -209,6 +216,33 @@ def write_partitioned(table: pa.Table, folder: Location, basename: str, name: st
                        basename_template=f"{basename}-{{i}}.parquet", partitioning=partitioning,
                        existing_data_behavior="overwrite_or_ignore", max_partitions=days + 1, use_threads=False,
                        file_options=options)
+
+
+def _write_runs(table: pa.Table, folder: Location, basename: str, column: str) -> bool:
+    """Write `table` a slice per folder when each value of `column` is one run of rows; False (nothing written)
+    when not."""
+    import pyarrow.parquet as pq
+    from urllib.parse import quote
+
+    values = table.column(column).combine_chunks()
+    n = len(values)
+    if not n:
+        return True
+    changes = ~np.asarray(pc.fill_null(pc.equal(values[1:], values[:-1]), False), dtype=bool) if n > 1 else \
+        np.zeros(0, bool)
+    both_null = np.asarray(pc.and_(values[1:].is_null(), values[:-1].is_null()), dtype=bool) if n > 1 else changes
+    starts = np.concatenate([[0], np.flatnonzero(changes & ~both_null) + 1])
+    if len(starts) != len(pc.unique(values)):
+        return False
+    data = table.drop_columns([column])
+    options = write_options(data.schema)
+    for i, (a, b) in enumerate(zip(starts, [*starts[1:], n])):
+        value = values[int(a)].as_py()
+        where = folder.child(f"{column}={NULL_PARTITION if value is None else quote(str(value), safe='')}")
+        where.mkdir()
+        pq.write_table(data.slice(int(a), int(b - a)), where.child(f"{basename}-{i}.parquet").path,
+                       filesystem=where.fs, **options)
+    return True
 
 
 def chunk_task(plan: Any, task: Any, index: int, kernel: Any, outputs: dict[str, pa.Schema], stages: Stages) -> None:

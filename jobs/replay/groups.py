@@ -57,6 +57,7 @@ _ROLES = {
 }
 ROLE = {t: role for role, names in _ROLES.items() for t, rt in REGISTRY.items() if rt.name in names}
 GROUP_TYPES = sorted(t for t, f in FAMILY.items() if f in (CLASSIC, *FAMILIES))
+GROUP_METADATA = next(t for t, f in FAMILY.items() if f == CLASSIC)  # type 2: a classic group's record
 
 # --- output ----------------------------------------------------------------------------------------
 
@@ -465,6 +466,11 @@ def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.
     rows = zip(partitions, records.column("record_offset").to_pylist(), timestamps,
                records.column("record_type").to_pylist(), records.column("group_id").to_pylist(),
                records.column("key").to_pylist(), records.column("value").to_pylist())
+    if events and offset_records is not None:  # only a group's type-2 tombstone reads its offset records
+        deleted = records.filter(pc.and_(pc.is_null(records.column("value")),
+                                         pc.equal(records.column("record_type"), GROUP_METADATA)))
+        offset_records = offset_records.filter(pc.is_in(offset_records.column("group_id"),
+                                                        value_set=pc.unique(deleted.column("group_id"))))
     for partition, fed in itertools.groupby(rows, key=lambda row: row[0]):
         offsets = offset_records.filter(pc.equal(offset_records.column("coordinator_partition"), partition)) \
             if events and offset_records is not None else None

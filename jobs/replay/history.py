@@ -83,6 +83,11 @@ def offset_commits(offset_records: pa.Table, found: pa.Table, earlier: pa.Table 
     heads = _heads(earlier, at)
     keep = _applies(index, position, source, heads["source_record_offset"])
     rows, index, position, source = rows[keep], index[keep], position[keep], source[keep]
+    # In commit_date order: the table's folders are runs of rows, which a task writes without copying them again.
+    stamp = offset_records.column("record_timestamp")
+    day = np.where(mask(pc.is_valid(stamp)), micros(stamp) // 86_400_000_000, np.iinfo(np.int64).max)[rows]
+    by_day = np.argsort(day, kind="stable")
+    rows, index, position, source = rows[by_day], index[by_day], position[by_day], source[by_day]
     taken = pa.array(rows)
     applied = offset_records.select(["coordinator_partition", "record_timestamp", "producer_id"]).take(taken)
     values = {name: column.take(taken) for name, column in _values(offset_records).items()}
@@ -182,7 +187,7 @@ def _names(keys: pa.Array) -> pa.Table:
 def _values(records: pa.Table) -> dict[str, pa.Array]:
     """committed_offset, leader_epoch, metadata, commit_timestamp_ms of each record (null for a tombstone)."""
     values = records.column("value").combine_chunks()
-    read_values = read(values, OFFSET_VALUE, _VALUE_FIELDS)
+    read_values = read(values, OFFSET_VALUE, _VALUE_FIELDS, checked=True)
     epoch = read_values.fields["leaderEpoch"]
     fields = {"committed_offset": read_values.fields["offset"],
               "leader_epoch": pc.if_else(pc.equal(epoch, -1), pa.scalar(None, pa.int64()), epoch).cast(pa.int32()),
@@ -303,15 +308,17 @@ def _windows(commits: pa.Table, keys: Keys, starts: np.ndarray, ends: np.ndarray
     """Per key with rows (runs [starts, ends) of `keys.order`): its last `window` commits after its last
     tombstone, the earlier state's window before its rows when none of them is a tombstone."""
     order = keys.order
-    n, runs = len(order), len(starts)
-    run = np.repeat(np.arange(runs), ends - starts)
-    deleted = mask(pc.equal(commits.column("kind"), "delete"))[order]
+    runs = len(starts)
+    deleted = np.flatnonzero(mask(pc.equal(commits.column("kind"), "delete"))[order])
     last_delete = np.full(runs, -1)
-    np.maximum.at(last_delete, run[deleted], np.flatnonzero(deleted))
-    new = np.flatnonzero(~deleted & (np.arange(n) > last_delete[run]))
+    np.maximum.at(last_delete, np.searchsorted(starts, deleted, side="right") - 1, deleted)
+    # Each run's rows after its last tombstone are commits: its last `window` of them.
+    first = np.maximum(np.maximum(starts, last_delete + 1), ends - window)
+    new = _ranges(first, ends)
+    run = np.repeat(np.arange(runs), ends - first)
     rows = commits.take(pa.array(order[new]))
     committed_at = pc.coalesce(rows.column("commit_timestamp"), rows.column("record_timestamp"))
-    points = [pa.table({"run": run[new], "record_offset": rows.column("record_offset"),
+    points = [pa.table({"run": run, "record_offset": rows.column("record_offset"),
                         "point": pa.StructArray.from_arrays(
                             [rows.column("coordinator_partition").combine_chunks(),
                              rows.column("record_offset").combine_chunks(), committed_at.combine_chunks(),
@@ -333,6 +340,12 @@ def _windows(commits: pa.Table, keys: Keys, starts: np.ndarray, ends: np.ndarray
     lengths = np.minimum(size, window)
     return pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32()),
                                     found.column("point").take(pa.array(ordered[keep])).combine_chunks())
+
+
+def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """The integers of the ranges [starts[i], stops[i]), one range after another."""
+    sizes = np.maximum(stops - starts, 0)
+    return np.repeat(starts - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes) + np.arange(sizes.sum())
 
 
 def _rates(commits: pa.Table, keys: Keys, touched: np.ndarray, earlier: pa.Table | None, kept: np.ndarray,

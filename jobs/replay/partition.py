@@ -83,6 +83,9 @@ def together(inputs: dict[str, pa.Table], keyed: Iterable[str]) -> Iterator[dict
     (or the derivation) takes at once: its rules key a group by its id, so the partitions that share a group id
     in the `keyed` inputs go one at a time, and the others all together. In Kafka a group id is in one partition
     of the offsets topic, so that is nearly always one set."""
+    if len({p for t in inputs.values() for p in pc.unique(t.column("coordinator_partition")).to_pylist()}) <= 1:
+        yield inputs  # one partition (a large group's task gives them one by one): nothing to cut
+        return
     pairs = pa.concat_tables([inputs[name].select(["coordinator_partition", "group_id"]) for name in keyed]) \
         .group_by(["coordinator_partition", "group_id"], use_threads=False).aggregate([])
     pairs = pairs.filter(pc.and_(pc.is_valid(pairs.column("coordinator_partition")),
@@ -128,9 +131,15 @@ def _valid(rows: pa.Table, settings: ReplaySettings) -> np.ndarray:
     return ~mask(pc.is_valid(rows.column("error"))) & ~late & ~mask(rows.column("after_as_of"))
 
 
+# What the rules read of offset records (a filter copies every column it keeps, and offset records are the log).
+OFFSET_COLUMNS = ["coordinator_partition", "record_offset", "record_timestamp", "key", "value", "producer_id",
+                  "producer_epoch", "group_id", "reduced"]
+
+
 def _of_types(rows: pa.Table, valid: np.ndarray, types: Iterable[int]) -> pa.Table:
-    return rows.filter(pa.array(valid & mask(pc.is_in(rows.column("record_type"),
-                                                        value_set=pa.array(types, pa.int16())))))
+    """The `valid` rows of `types` (of offset records, only OFFSET_COLUMNS)."""
+    kept = valid & mask(pc.is_in(rows.column("record_type"), value_set=pa.array(types, pa.int16())))
+    return (rows.select(OFFSET_COLUMNS) if types is OFFSET_COMMIT_TYPES else rows).filter(pa.array(kept))
 
 
 def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded: pa.Table | None,
