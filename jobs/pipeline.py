@@ -26,6 +26,7 @@ from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
 from jobs.lake.sink import TableSink
 from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, REPLAY_STATE, TABLES, arrow_schema
+from jobs.lake.upkeep import upkeep
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk
 from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
@@ -147,6 +148,11 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
                     appends=((ARCHIVE,) if archive is not None and archive.version is not None else ()) + grown)
         vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
+        if archive is not None:  # the tables that grow by appends: their small files, a share of them each run
+            compacted = upkeep(cfg.output, run_id, [ARCHIVE, *((*HISTORY_APPENDS, "end_offsets_history")
+                                                               if cfg.history else ())], (archive.version or 0) + 1)
+            if compacted:
+                summary["compacted_files"] = compacted
     except BaseException:
         runner.close()
         sink.discard()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
@@ -128,7 +129,6 @@ class TaskOutputs:
     def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
         self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs
         self._open: dict[str, Any] = {}
-        self._written = 0
         self._held: dict[tuple[str, int], list[pa.Table]] = {}  # a log's rows by (log, partition) (-1: none)
         self._held_rows: dict[tuple[str, int], int] = {}
         self._pending: dict[str, list[pa.Table]] = {}  # the other outputs' rows not written yet, by name
@@ -159,10 +159,21 @@ class TaskOutputs:
     def _write_pending(self, name: str) -> None:
         rows = pa.concat_tables(self._pending.pop(name))
         if self._partitioned(name):
-            self._written += 1
-            write_partitioned(rows, self.stages.folder(self.stage, name), f"{self.part}-{self._written}", name)
+            self._write_folders(name, rows)
         else:
             self._file(name, self.outputs[name]).write_table(rows)
+
+    def _write_folders(self, name: str, rows: pa.Table) -> None:
+        """A table partitioned by a folder column (raw_records, offset_commits): each folder's rows appended to the
+        task's one file there (a file per folder and task, whatever the rows held and written between)."""
+        column = partition_columns(name)[0]
+        rows = _in_runs(rows, column)
+        values = rows.column(column).combine_chunks()
+        data = rows.drop_columns([column])
+        for a, b in _runs(values):
+            value = values[a].as_py()
+            folder = f"{column}={NULL_PARTITION if value is None else quote(str(value), safe='')}"
+            self._file(f"{name}/{folder}", data.schema).write_table(data.slice(a, b - a))
 
     def _flush(self, held: tuple[str, int]) -> None:
         name, partition = held
@@ -172,6 +183,7 @@ class TaskOutputs:
         self._held_rows.pop(held)
 
     def _file(self, name: str, schema: pa.Schema) -> Any:
+        """The task's open file of output `name` (`<output>/<folder>`: in that folder of it)."""
         import pyarrow.parquet as pq
 
         if name not in self._open:
@@ -202,47 +214,24 @@ def write_options(schema: pa.Schema) -> dict[str, list[str]]:
     return {"use_dictionary": [f.name for f in schema if pa.types.is_string(f.type)], "write_statistics": flat}
 
 
-def write_partitioned(table: pa.Table, folder: Location, basename: str, name: str) -> None:
-    """`table` as table `name`'s files in hive folders under `folder` (`<column>=<value>/<basename>-<i>.parquet`).
-    Rows already in runs of one folder each (offset_commits: jobs.replay.history) are written slice by slice;
-    others are grouped by Arrow, which copies each folder's rows."""
-    columns = partition_columns(name)
-    if len(columns) == 1 and _write_runs(table, folder, basename, columns[0]):
-        return
-    partitioning = pads.partitioning(pa.schema([table.schema.field(c) for c in columns]), flavor="hive")
-    days = len(pc.unique(table.column(columns[0])))
-    options = pads.ParquetFileFormat().make_write_options(**write_options(table.schema))
-    pads.write_dataset(table, folder.path, filesystem=folder.fs, format="parquet",
-                       basename_template=f"{basename}-{{i}}.parquet", partitioning=partitioning,
-                       existing_data_behavior="overwrite_or_ignore", max_partitions=days + 1, use_threads=False,
-                       file_options=options)
-
-
-def _write_runs(table: pa.Table, folder: Location, basename: str, column: str) -> bool:
-    """Write `table` a slice per folder when each value of `column` is one run of rows; False (nothing written)
-    when not."""
-    import pyarrow.parquet as pq
-    from urllib.parse import quote
-
-    values = table.column(column).combine_chunks()
+def _runs(values: pa.Array) -> list[tuple[int, int]]:
+    """The [start, stop) of each run of equal values (nulls equal) of `values`."""
     n = len(values)
-    if not n:
-        return True
-    changes = ~np.asarray(pc.fill_null(pc.equal(values[1:], values[:-1]), False), dtype=bool) if n > 1 else \
-        np.zeros(0, bool)
-    both_null = np.asarray(pc.and_(values[1:].is_null(), values[:-1].is_null()), dtype=bool) if n > 1 else changes
-    starts = np.concatenate([[0], np.flatnonzero(changes & ~both_null) + 1])
-    if len(starts) != len(pc.unique(values)):
-        return False
-    data = table.drop_columns([column])
-    options = write_options(data.schema)
-    for i, (a, b) in enumerate(zip(starts, [*starts[1:], n])):
-        value = values[int(a)].as_py()
-        where = folder.child(f"{column}={NULL_PARTITION if value is None else quote(str(value), safe='')}")
-        where.mkdir()
-        pq.write_table(data.slice(int(a), int(b - a)), where.child(f"{basename}-{i}.parquet").path,
-                       filesystem=where.fs, **options)
-    return True
+    if n < 2:
+        return [(0, n)] if n else []
+    same = np.asarray(pc.fill_null(pc.equal(values[1:], values[:-1]), False), dtype=bool) | \
+        np.asarray(pc.and_(values[1:].is_null(), values[:-1].is_null()), dtype=bool)
+    starts = [0, *(np.flatnonzero(~same) + 1).tolist()]
+    return list(zip(starts, [*starts[1:], n]))
+
+
+def _in_runs(rows: pa.Table, column: str) -> pa.Table:
+    """`rows` with each value of `column` one run of rows: as they are when it is so already (offset_commits
+    comes by commit_date: jobs.replay.history), else sorted by it (a copy)."""
+    values = rows.column(column).combine_chunks()
+    if len(_runs(values)) == len(pc.unique(values)):
+        return rows
+    return rows.take(pc.sort_indices(values))
 
 
 def chunk_task(plan: Any, task: Any, index: int, kernel: Any, outputs: dict[str, pa.Schema], stages: Stages) -> None:

@@ -1,0 +1,68 @@
+"""Upkeep of the tables that grow by appends (`rebuild --archive`): raw_records, and with the history
+offset_commits, group_events and end_offsets_history gain a few small files every run (a file per folder and
+source task), which would make every later run's commit, and every reader, open more of them. So a run compacts
+the folders that hold SMALL_FILES files below SMALL_FILE_BYTES into files of about that size: a Delta commit per
+table (delta-rs's optimize) holding the same rows in fewer files. Each run looks at a tenth of the folders (by a
+hash of their value: `turn`), so each small file is rewritten about once, and every run does about the same share.
+
+A compaction never breaks a version a reader may open: it removes the small files from the table's newest version
+only; they stay on disk for every earlier version (the runs recorded in `_runs` still name those), until
+`--keep-runs` deletes what only older runs' versions use. It comes after the run is recorded, tagged with its id,
+so a run that dies during it has lost nothing and leaves no table to restore; its Delta log is checkpointed like
+any other commit's (jobs.lake.runs.TABLE_PROPERTIES).
+"""
+from __future__ import annotations
+
+import logging
+import zlib
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from jobs.lake.runs import commit_metadata, delta_table, is_table
+from jobs.lake.storage import Location
+from jobs.lake.tables import partition_columns
+
+log = logging.getLogger("offsetlake")
+TURNS = 10  # a folder is looked at by one run in this many
+SMALL_FILE_BYTES = 1 << 20  # a file below this is small; a compaction writes files of about this size
+SMALL_FILES = 32  # a folder's small files past which it is compacted
+
+
+def upkeep(output: Location, run_id: str, tables: list[str], turn: int) -> dict[str, int]:
+    """Compact, in each of `tables` under `output`, the folders of this `turn` (any number: a tenth of the
+    folders; an unpartitioned table on every tenth) that hold SMALL_FILES small files; returns per table the
+    files a compaction replaced."""
+    from deltalake.transaction import CommitProperties
+
+    done = {}
+    for table in tables:
+        where = output.child(table)
+        if not is_table(where):
+            continue
+        delta = delta_table(where)
+        filters = _crowded(delta, partition_columns(table), turn % TURNS)
+        if filters is None:
+            continue
+        metrics = delta.optimize.compact(partition_filters=filters or None, target_size=SMALL_FILE_BYTES,
+                                         commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+        done[table] = int(metrics.get("numFilesRemoved", 0))
+        log.info("compacted %d small files of %s", done[table], table)
+    return done
+
+
+def _crowded(table: Any, columns: list[str], turn: int) -> list[tuple[str, str, list[str]]] | None:
+    """The partition filters that select the folders of `table` of this `turn` with SMALL_FILES small files
+    ([] for an unpartitioned table's, on turn 0), or None when there is none."""
+    adds = pa.table(table.get_add_actions(flatten=True))
+    small = np.asarray(adds.column("size_bytes").to_numpy(zero_copy_only=False)) < SMALL_FILE_BYTES
+    if not columns:
+        return [] if turn == 0 and small.sum() >= SMALL_FILES else None
+    column = columns[0]  # the grown tables have one partition column
+    counts: dict[str, int] = {}
+    for value, is_small in zip(adds.column(f"partition.{column}").to_pylist(), small.tolist()):
+        if is_small and value is not None:  # a null folder has no filter form: left as it is
+            counts[str(value)] = counts.get(str(value), 0) + 1
+    crowded = sorted(v for v, n in counts.items() if n >= SMALL_FILES and zlib.crc32(v.encode()) % TURNS == turn)
+    return [(column, "in", crowded)] if crowded else None
