@@ -27,7 +27,7 @@ from jobs.lake.tables import partition_columns
 log = logging.getLogger("offsetlake")
 TURNS = 10  # a folder is looked at by one run in this many
 SMALL_FILE_BYTES = 1 << 20  # a file below this is small; a compaction writes files of about this size
-SMALL_FILES = 32  # a folder's small files past which it is compacted
+SMALL_FILES = 16  # a folder's small files past which it is compacted
 
 
 def upkeep(output: Location, run_id: str, tables: list[str], turn: int) -> dict[str, int]:
