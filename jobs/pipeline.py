@@ -150,7 +150,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
         if archive is not None:  # the tables that grow by appends: their small files, a share of them each run
             compacted = upkeep(cfg.output, run_id, [ARCHIVE, *((*HISTORY_APPENDS, "end_offsets_history")
-                                                               if cfg.history else ())], (archive.version or 0) + 1)
+                                                               if cfg.history else ())], archive.runs)
             if compacted:
                 summary["compacted_files"] = compacted
     except BaseException:

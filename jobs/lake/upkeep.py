@@ -1,9 +1,9 @@
 """Upkeep of the tables that grow by appends (`rebuild --archive`): raw_records, and with the history
 offset_commits, group_events and end_offsets_history gain a few small files every run (a file per folder and
 source task), which would make every later run's commit, and every reader, open more of them. So a run compacts
-the folders that hold SMALL_FILES files below SMALL_FILE_BYTES into files of about that size: a Delta commit per
-table (delta-rs's optimize) holding the same rows in fewer files. Each run looks at a tenth of the folders (by a
-hash of their value: `turn`), so each small file is rewritten about once, and every run does about the same share.
+the folders that hold SMALL_FILES files below SMALL_FILE_BYTES into files of about TARGET_FILE_BYTES: a Delta
+commit per table (delta-rs's optimize) holding the same rows in fewer files. Each run looks at a tenth of the
+folders (by a hash of their value; `turn`: the run's number), so every run does about the same share.
 
 A compaction never breaks a version a reader may open: it removes the small files from the table's newest version
 only; they stay on disk for every earlier version (the runs recorded in `_runs` still name those), until
@@ -26,12 +26,13 @@ from jobs.lake.tables import partition_columns
 
 log = logging.getLogger("offsetlake")
 TURNS = 10  # a folder is looked at by one run in this many
-SMALL_FILE_BYTES = 1 << 20  # a file below this is small; a compaction writes files of about this size
+TARGET_FILE_BYTES = 2 << 20  # what a compaction writes (it merges the files below this: delta-rs's target size)
+SMALL_FILE_BYTES = TARGET_FILE_BYTES // 8  # a file below this is small (a run's share of a folder, at most)
 SMALL_FILES = 16  # a folder's small files past which it is compacted
 
 
 def upkeep(output: Location, run_id: str, tables: list[str], turn: int) -> dict[str, int]:
-    """Compact, in each of `tables` under `output`, the folders of this `turn` (any number: a tenth of the
+    """Compact, in each of `tables` under `output`, the folders of this `turn` (the run's number: a tenth of the
     folders; an unpartitioned table on every tenth) that hold SMALL_FILES small files; returns per table the
     files a compaction replaced."""
     from deltalake.transaction import CommitProperties
@@ -45,7 +46,7 @@ def upkeep(output: Location, run_id: str, tables: list[str], turn: int) -> dict[
         filters = _crowded(delta, partition_columns(table), turn % TURNS)
         if filters is None:
             continue
-        metrics = delta.optimize.compact(partition_filters=filters or None, target_size=SMALL_FILE_BYTES,
+        metrics = delta.optimize.compact(partition_filters=filters or None, target_size=TARGET_FILE_BYTES,
                                          commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
         done[table] = int(metrics.get("numFilesRemoved", 0))
         log.info("compacted %d small files of %s", done[table], table)

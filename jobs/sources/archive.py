@@ -69,6 +69,7 @@ class Archive:
     ranges: pa.Table = field(default_factory=RANGE_SCHEMA.empty_table)
     ends: dict[tuple[str, int], int] | None = None
     offsets: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] | None = None
+    runs: int = 0  # archive runs recorded so far (the version of `_archive_offsets`, which each replaces once)
 
     @classmethod
     def open(cls, output: Location, exact: bool) -> "Archive":
@@ -99,7 +100,8 @@ class Archive:
         records = int((last - first + 1).sum())
         log.info("the archive holds %d records of %d partitions (version %d)", records, len(ends),
                  tables.versions[ARCHIVE])
-        return cls(where, tables.versions[ARCHIVE], records, ranges, ends, offsets)
+        return cls(where, tables.versions[ARCHIVE], records, ranges, ends, offsets,
+                   recorded.get(ARCHIVE_OFFSETS, -1) + 1)
 
     def new(self, topic: pa.Array | pa.ChunkedArray, partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
         """Per record: not archived yet. A dump's by its offset (anti-join); a live cluster's and a log dir's are
