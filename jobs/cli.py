@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import click
 
-from jobs.errors import BadInput
+from jobs.errors import BadInput, RunFailed
 
 log = logging.getLogger("offsetlake")
 EXIT_BAD_INPUT = 2
@@ -38,13 +38,17 @@ class OneLineGroup(click.Group):
             _fail(e.format_message(), EXIT_BAD_INPUT)
         except BadInput as e:
             _fail(str(e), EXIT_BAD_INPUT)
+        except RunFailed as e:
+            _fail(str(e), EXIT_FAILURE)
         except click.ClickException as e:
             _fail(e.format_message(), e.exit_code)
         except Exception as e:  # an internal failure: still one line, the traceback only on request
             if debug:
                 raise
-            first = (str(e).strip().splitlines() or [""])[0][:500]
-            _fail(f"{type(e).__name__}: {first} (run with --debug for the traceback{_spark_log_hint()})", EXIT_FAILURE)
+            from jobs.lake.storage import first_line
+
+            _fail(f"{type(e).__name__}: {first_line(e, 500)} (run with --debug for the traceback"
+                  f"{_spark_log_hint()})", EXIT_FAILURE)
 
 
 def _fail(message: str, status: int) -> None:
@@ -105,8 +109,9 @@ def rebuild_options(fn: Callable) -> Callable:
                      "optionally with a timestamp (4th column: one file, many snapshots); kafka fetches them now "
                      "from the cluster of --source, kafka:HOST:PORT from another cluster."),
         click.option("--topic-ids", metavar="PATH", help="topic_id,topic CSV (base64url ids)."),
-        click.option("--no-history", "no_history", is_flag=True, help="Skip the history tables (offset_commits, "
-                     "group_events), which grow with the log; the state tables stay exact."),
+        click.option("--no-history", "no_history", is_flag=True, help="Skip the history tables offset_commits, "
+                     "group_events and group_status, which grow with the log; the state tables stay exact. Readers "
+                     "then label those tables with the earlier run they come from."),
         click.option("--rate-window-minutes", type=click.IntRange(min=1), metavar="N",
                      help="consumer_lag's consume_rate and produce_rate are averages over the N minutes up to as_of "
                      "(default from conf/offsetlake.toml: 15)."),
@@ -126,6 +131,10 @@ def rebuild_options(fn: Callable) -> Callable:
         click.option("--keep-runs", type=click.IntRange(min=1), metavar="N", help="After the run, delete the data "
                      "files only versions older than the last N complete runs reference (default: keep every "
                      "version, so time travel to any earlier run works)."),
+        click.option("--lock-lease", "lock_lease", type=click.FloatRange(min=0, min_open=True),
+                     metavar="SECONDS", help="The output lock's lease: a run whose heartbeat is this old is taken "
+                     "for dead or hung and its output taken over (its later commits fail). Default from "
+                     "conf/offsetlake.toml: 300."),
         click.option("--archive", is_flag=True, help="Keep every raw record read in DIR/raw_records across runs "
                      "(each run appends the new ones) and replay archive + new records, so the history outlives "
                      "the cluster's compaction; a live cluster or a log dir is read only after the archived end."),
@@ -168,7 +177,7 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
     from jobs.lake.runs import new_run_id
 
     # One run at a time per output: a second one is refused here, before Spark starts.
-    lock = OutputLock.acquire(cfg.output, new_run_id())
+    lock = OutputLock.acquire(cfg.output, new_run_id(), cfg.lock_lease_seconds)
     try:
         return _rebuild_holding(cfg, lock)
     finally:
@@ -273,6 +282,32 @@ def describe(output: str, storage_option: tuple[str, ...], group_id: str, view: 
     if err:
         click.echo(err, err=True, nl=False)
     click.echo(out, nl=False)
+
+
+@cli.command()
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
+@click.option("--force", is_flag=True, help="Also break a lock whose holder's heartbeat is fresh (a run that may "
+              "still be writing: its later commits will fail).")
+def unlock(output: str, storage_option: tuple[str, ...], force: bool) -> None:
+    """Show who holds the output's lock, and break it when its holder is dead or hung.
+
+    A lock whose heartbeat is older than its holder's lease (or whose process is gone, on this host) is removed;
+    a fresh one only with --force. Breaking it fences every table, so a holder that resumes commits nothing
+    more; the next rebuild cleans up after it as after a kill.
+    Example: offsetlake unlock --output tables/
+    """
+    from jobs.lake.output_lock import LOCK_TABLE, describe_holder, holder_of, unlock as break_lock
+
+    where = _tables(output, storage_option)
+    holder = holder_of(where)
+    if holder is None:
+        click.echo(f"{where}: nobody holds the lock")
+        return
+    click.echo(f"{where}: held by {describe_holder(holder, where.child(LOCK_TABLE))}, lease "
+               f"{holder.get('lease_seconds') or 300:g} s")
+    break_lock(where, force)
+    click.echo(f"{where}: lock removed; the next rebuild cleans up after run {holder['run_id']}")
 
 
 @cli.command()

@@ -231,6 +231,7 @@ class RebuildConfig:
     workers: int | None = None  # the local runner's worker processes (None: one per core; 0: this process)
     storage: tuple[tuple[str, str], ...] = ()  # --storage-option pairs (jobs.lake.storage)
     archive: bool = False  # keep every raw record read in DIR/raw_records; read only what is not there yet
+    lock_lease_seconds: float = 300.0  # the output lock's lease (jobs.lake.output_lock)
 
     @property
     def retention_ms(self) -> int:
@@ -264,6 +265,7 @@ class RebuildConfig:
         engine: str | None = None,
         workers: int | None = None,
         archive: bool = False,
+        lock_lease: float | None = None,
     ) -> "RebuildConfig":
         conf = defaults()["rebuild"]
         retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
@@ -279,6 +281,10 @@ class RebuildConfig:
             raise BadInput(f"--engine {engine!r}: expected {', '.join(ENGINES)}")
         if workers is not None and workers < 0:
             raise BadInput(f"--workers {workers}: must be 0 (in this process) or more")
+        lease = float(conf.get("lock_lease_seconds", 300) if lock_lease is None else lock_lease)
+        if not lease > 0:
+            raise BadInput(f"--lock-lease {lock_lease if lock_lease is not None else lease}: must be a positive "
+                           f"number of seconds")
         if keep_runs is not None and keep_runs < 1:
             raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
         storage = storage_options(storage_option)
@@ -300,5 +306,6 @@ class RebuildConfig:
             workers=workers,
             storage=tuple(sorted(storage.items())),
             archive=archive or bool(conf.get("archive", False)),
+            lock_lease_seconds=lease,
         )
         return cfg

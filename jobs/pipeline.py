@@ -26,7 +26,8 @@ from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
 from jobs.lake.sink import TableSink
 from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, REPLAY_STATE, TABLES, arrow_schema
-from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk
+from jobs.replay.chunk import (OUTPUTS as CHUNK_OUTPUTS, cutoff_us, foreign_records, newest_plausible, read_chunk,
+                               without_foreign)
 from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
 from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition, together
@@ -51,7 +52,7 @@ def run(cfg: RebuildConfig, lock: OutputLock | None = None, spark: Any = None) -
     if lock is not None:
         return _run(cfg, lock, spark)
     check_inputs(cfg)  # before the output is touched
-    with OutputLock.acquire(cfg.output, new_run_id()) as own:
+    with OutputLock.acquire(cfg.output, new_run_id(), cfg.lock_lease_seconds) as own:
         return _run(cfg, own, spark)
 
 
@@ -76,7 +77,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     stages = Stages(cfg.output, run_id, {**chunk_outputs, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan),
                     earlier)
     runner.attach(stages)
-    sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark)
+    sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark, guard=lock.check)
     try:
         log.info("reading %s (%s runner)", cfg.source, runner.name)
         kill_point("read")
@@ -128,8 +129,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         summary = _summary(cfg, stages, sink, counts, moments, as_of, plan)
         if keep_log:
             summary["resumed_from_run"] = resumed.run_id if resumed is not None else None
-        if lock.lost:
-            raise RuntimeError(f"another run took the lock on {cfg.output} over: this run writes nothing")
+        lock.check()  # before the first commit: a run that lost its output stops here, having committed nothing
         tables = [t for t in TABLES if cfg.history or t not in ("offset_commits", "group_events", "group_status")]
         # The archive grows by an append; with nothing archived by a complete run, it is replaced (a first run
         # that died after its append left rows no complete run holds).
@@ -137,7 +137,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         kept = [REPLAY_STATE, FOLD_STATE] if keep_log else []  # replaced, as the state tables are
         sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
                     appends=(ARCHIVE,) if archive is not None and archive.version is not None else ())
-        vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
+        vacuumed = keep_runs(cfg.output, cfg.keep_runs, lock.check) if cfg.keep_runs else None
     except BaseException:
         runner.close()
         sink.discard()
@@ -166,9 +166,13 @@ def _chunk_kernel(raw: Iterable[pa.Table], started: datetime, as_of: datetime | 
                   archive: Archive | None = None, run_id: str = "", keep_late: bool = False
                   ) -> Iterator[tuple[str, pa.Table]]:
     read = partial(read_chunk, started=started, as_of=as_of, fold=fold, keep_late=keep_late)
-    if archive is None:
-        return read(raw)
-    return archive_chunk(raw, read, archive, run_id)
+    foreign: list[tuple[str, pa.Table]] = []
+    own = without_foreign(raw, foreign)
+    for item in read(own) if archive is None else archive_chunk(own, read, archive, run_id):
+        yield item
+        yield from foreign
+        foreign.clear()
+    yield from foreign
 
 
 def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings, cutoff: int
@@ -275,6 +279,7 @@ def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[s
     conflicts = int(pc.sum(duplicates.column("conflicts")).as_py() or 0)
     groups = stages.read("replay", "consumer_groups", columns=["group_id", "is_orphan"])
     violations = stages.read("replay", "violations").sort_by("group_id").to_pylist()[:1000]
+    foreign = foreign_records(stages.read("chunks", "foreign_records"))
     summary = {
         "records_read": counts["records_read"] + copies,
         # With the archive, records_read is what the source gave; the replay also read the archived records.
@@ -308,6 +313,11 @@ def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[s
         "delta_engine": sink.engine,
         "output": cfg.output.uri,
     }
+    summary["foreign_records"] = foreign
+    if foreign:
+        log.warning("%d record(s) of other topics than __consumer_offsets and __share_group_state were left out "
+                    "(never decoded or replayed): %s", sum(foreign.values()),
+                    ", ".join(f"{t} {n}" for t, n in foreign.items()))
     if copies or conflicts:
         log.warning("%d records were read twice (replayed once) and %d conflicting copies were quarantined",
                     copies, conflicts)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -27,6 +27,7 @@ from jobs.lake.storage import Location, located
 from jobs.lake.tables import utc_micros
 
 RUNS_TABLE = "_runs"
+LOCK_TABLE = "_offsetlake_lock"  # jobs.lake.output_lock: not a table of the runs
 RUN_ID_KEY = "offsetlake.run_id"
 RUNS_SCHEMA = pa.schema([
     ("run_id", pa.string()),
@@ -43,6 +44,10 @@ RUNS_FILES_BEFORE_COMPACTION = 64
 TABLE_PROPERTIES = {"delta.enableExpiredLogCleanup": "false"}
 # How far back a run looks for its own commit in a table's history (other writers may have committed since).
 OWN_COMMIT_LOOKBACK = 16
+# A takeover's empty commit to a table (jobs.lake.output_lock.fence): it changes no data, so a table's newest
+# data commit may lie below it.
+FENCE_KEY = "offsetlake.fence"
+T = TypeVar("T")
 
 
 def new_run_id() -> str:
@@ -66,6 +71,36 @@ def run_id_of(commit: dict[str, Any]) -> str | None:
     prefix = f"{RUN_ID_KEY}="
     user = commit.get("userMetadata")
     return user[len(prefix):] if isinstance(user, str) and user.startswith(prefix) else None
+
+
+def is_fence(commit: dict[str, Any]) -> bool:
+    return FENCE_KEY in commit
+
+
+def fenced_commit(target: Location, commit: Callable[[Any], T], guard: Callable[[], None] | None) -> T:
+    """Commit to the table at `target` only while this run holds the output: open the table, `guard()` (the
+    lock's check: LockLost once another run took the output over), then `commit(table)`, which must commit
+    exactly the version opened plus one (no commit retry), or create the table when it is None (failing when it
+    exists). A takeover between the check and the commit fences that version, or creates a staged table
+    (jobs.lake.output_lock.fence), so the commit fails, and the check after it ends the run; another writer's
+    commit (a user's OPTIMIZE) is simply retried."""
+    from deltalake.exceptions import CommitFailedError, DeltaError
+
+    for _ in range(5):
+        table = delta_table(target) if is_table(target) else None
+        if guard is not None:
+            guard()
+        try:
+            return commit(table)
+        except CommitFailedError:
+            continue
+        except DeltaError as e:
+            if table is None and "already exists" in str(e).lower():
+                continue
+            raise
+    if guard is not None:
+        guard()
+    raise RuntimeError(f"{target}: other writers kept committing to this table; try again")
 
 
 def delta_table(where: Location | str, version: int | None = None) -> Any:
@@ -98,8 +133,9 @@ def committed_version(path: Location | str, run_id: str) -> int:
 
 
 def record_run(output: Location | str, run_id: str, versions: dict[str, int], as_of: datetime | None,
-               source: str | None, engine: str) -> None:
-    """Append the run's row to DIR/_runs: the commit point after which readers see this run's tables."""
+               source: str | None, engine: str, guard: Callable[[], None] | None = None) -> None:
+    """Append the run's row to DIR/_runs: the commit point after which readers see this run's tables; `guard`:
+    the lock's check (a run that lost its output records nothing)."""
     from deltalake import write_deltalake
     from deltalake.transaction import CommitProperties
 
@@ -112,11 +148,19 @@ def record_run(output: Location | str, run_id: str, versions: dict[str, int], as
         "tables": [[{"table": t, "version": v} for t, v in versions.items()]],
     }, schema=RUNS_SCHEMA)
     path = located(output).child(RUNS_TABLE)
-    write_deltalake(path.delta_uri, row, mode="append", schema_mode="merge", configuration=TABLE_PROPERTIES,
-                    storage_options=path.storage_options,
-                    commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+    once = CommitProperties(custom_metadata=commit_metadata(run_id), max_commit_retries=0)
+    def commit(runs: Any) -> None:
+        if runs is None:
+            write_deltalake(path.delta_uri, row, mode="error", configuration=TABLE_PROPERTIES,
+                            storage_options=path.storage_options, commit_properties=once)
+        else:
+            write_deltalake(runs, row, mode="append", schema_mode="merge", commit_properties=once)
+
+    fenced_commit(path, commit, guard)
     runs = delta_table(path)
     if len(runs.file_uris()) > RUNS_FILES_BEFORE_COMPACTION:
+        if guard is not None:
+            guard()
         runs.optimize.compact()  # its own commit, after the commit point: a failure here loses nothing
 
 
@@ -198,9 +242,12 @@ def _newest_finished_version(path: Location, finished: set[str]) -> int | None:
         run_id = run_id_of(commit)
         return run_id is None or run_id in finished
 
-    if ok(table.history(1)[0]):  # the usual case: one commit read, not the whole log
+    newest = table.history(1)[0]
+    if ok(newest) and not is_fence(newest):  # the usual case: one commit read, not the whole log
         return table.version()
-    return next((int(c["version"]) for c in table.history() if ok(c)), None)
+    # A fence holds the data of the commit below it: the newest data commit decides.
+    data = [c for c in table.history() if not is_fence(c)]
+    return next((int(c["version"]) for c in data if ok(c)), None)
 
 
 def committed_by(path: Location, run_id: str) -> bool:
@@ -210,11 +257,12 @@ def committed_by(path: Location, run_id: str) -> bool:
 
 
 def table_folders(output: Location | str) -> list[Location]:
-    """Every Delta table under `output`: the tables, the snapshot tables and _runs."""
+    """Every Delta table under `output`: the tables, the snapshot tables and _runs (not the lock)."""
     from jobs.lake.tables import SNAPSHOTS
 
     output = located(output)
-    return [p for p in [*output.children(), *output.child(SNAPSHOTS).children()] if is_table(p)]
+    return [p for p in [*output.children(), *output.child(SNAPSHOTS).children()]
+            if p.name != LOCK_TABLE and is_table(p)]
 
 
 def unreferenced_files(output: Location | str) -> list[str]:
@@ -250,7 +298,10 @@ def restore_unfinished(output: Location) -> list[str]:
     restored = []
     for path in table_folders(output):
         table = delta_table(path)
-        newest = run_id_of(table.history(1)[0])
+        commits = table.history(1)
+        if is_fence(commits[0]):  # a takeover fenced it: whose data the fence holds lies below
+            commits = [c for c in table.history() if not is_fence(c)][:1]
+        newest = run_id_of(commits[0]) if commits else None
         if newest is None or newest in finished:
             continue
         version = _newest_finished_version(path, finished)
@@ -260,13 +311,16 @@ def restore_unfinished(output: Location) -> list[str]:
     return restored
 
 
-def keep_runs(output: Location | str, runs: int) -> dict[str, int]:
+def keep_runs(output: Location | str, runs: int, guard: Callable[[], None] | None = None) -> dict[str, int]:
     """Delete the data files that no version of the last `runs` complete runs references (and no table's newest
-    version): the only way old versions go (rebuild --keep-runs). Returns, per table, the files deleted."""
+    version): the only way old versions go (rebuild --keep-runs). Returns, per table, the files deleted.
+    `guard`: the lock's check, before each table (a run that lost its output deletes nothing more)."""
     output = located(output)
     kept = finished_runs(output)[-runs:]
     deleted = {}
     for path in table_folders(output):
+        if guard is not None:
+            guard()
         name = name_in(output, path)
         versions = sorted({t["version"] for r in kept for t in r["tables"] if t["table"] == name})
         files = delta_table(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False,

@@ -186,7 +186,7 @@ class Location:
         except BadInput:
             raise
         except Exception as e:  # pyarrow raises OSError subclasses carrying the store's message
-            reason = redact(_first_line(e), self.options)
+            reason = redact(first_line(e), self.options)
             if self.scheme in ("s3", "s3a") and not _aws_credentials(dict(self.options)):
                 reason = f"no AWS credentials found in the environment, --storage-option or ~/.aws ({reason})"
             raise BadInput(f"{named(option, text)}: {reason}") from None
@@ -212,9 +212,30 @@ def _aws_credentials(options: dict[str, str]) -> bool:
         any(os.path.isfile(os.path.expanduser(f)) for f in files)
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """An error as one line of at most `limit` characters, naming the operating system's cause where a library
+    buried it (delta-rs: "Generic LocalFileSystem error: ... (os error 28)" is "No space left on device")."""
     text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
+    cause = os_cause(error)
+    if cause is not None and cause.lower() not in text.lower():
+        text = f"{cause}: {text}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def os_cause(error: BaseException) -> str | None:
+    """The operating system's words for the errno behind `error` (or its causes), None when there is none."""
+    import re
+
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno:
+            return os.strerror(error.errno)
+        found = re.search(r"os error (\d+)|errno[ =:]*(\d+)", str(error), re.IGNORECASE)
+        if found:
+            return os.strerror(int(found.group(1) or found.group(2)))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def located(where: "Location | Path | str", options: dict[str, str] | None = None) -> Location:
@@ -267,7 +288,7 @@ def _open_filesystem(scheme: str, authority: str, options: dict[str, str]) -> An
     try:  # libhdfs, found through HADOOP_HOME, JAVA_HOME and a CLASSPATH of Hadoop's jars
         return pafs.HadoopFileSystem(host or "default", int(port or 0))
     except OSError as e:
-        raise BadInput(f"hdfs://{authority}: cannot connect ({_first_line(e)}); offsetlake reaches HDFS through "
+        raise BadInput(f"hdfs://{authority}: cannot connect ({first_line(e)}); offsetlake reaches HDFS through "
                        f"libhdfs: set HADOOP_HOME and CLASSPATH=$(hadoop classpath --glob)") from None
 
 
