@@ -179,22 +179,25 @@ def _member(v: dict) -> dict:
 
 
 def _partitions(entries: list[dict] | None, default_epoch: int | None, by: str = "TopicId") -> list[dict]:
-    """Topic (or subtopology) partitions, one row each, with its assignment epoch where known.
+    """Topic (or subtopology) partitions, one row each, with the epoch it was assigned to the member at (KIP-1251).
 
-    Without the AssignmentEpochs tag a partition's epoch is max(member epoch, 0) (Utils.assignmentFromTopicPartitions).
+    An entry whose AssignmentEpochs (4.3+; streams 4.2+) is absent or not one per partition takes `default_epoch`
+    for all its partitions, as Kafka loads it (Utils.assignmentFromTopicPartitions, TasksTupleWithEpochs).
     """
     rows = []
     for e in entries or []:
-        epochs = e.get("AssignmentEpochs") or []
-        for i, p in enumerate(e["Partitions"]):
-            rows.append({"topic_id": e.get("TopicId") if by == "TopicId" else None,
-                         "subtopology_id": e.get("SubtopologyId"), "partition": p,
-                         "assignment_epoch": epochs[i] if i < len(epochs) else default_epoch})
+        partitions = e["Partitions"]
+        epochs = e.get("AssignmentEpochs")
+        if epochs is None or len(epochs) != len(partitions):
+            epochs = [default_epoch] * len(partitions)
+        rows += [{"topic_id": e.get("TopicId") if by == "TopicId" else None,
+                  "subtopology_id": e.get("SubtopologyId"), "partition": p, "assignment_epoch": epoch}
+                 for p, epoch in zip(partitions, epochs)]
     return rows
 
 
-def _current_assignment(v: dict) -> dict:
-    epoch = max(v["MemberEpoch"], 0)
+def _current_assignment(v: dict, epoch: int | None) -> dict:
+    """`epoch`: the assignment epoch of partitions whose record gives none (`_partitions`)."""
     if "ActiveTasks" in v:  # streams: tasks are (subtopology, partition)
         assigned = _partitions(v["ActiveTasks"], epoch, by="SubtopologyId")
         pending = _partitions(v["ActiveTasksPendingRevocation"], epoch, by="SubtopologyId")
@@ -233,9 +236,11 @@ _MODERN_FIELDS: dict[str, Callable[[dict], dict]] = {
     "ShareGroupTargetAssignmentMetadata": _assignment_epoch,
     "StreamsGroupTargetAssignmentMetadata": _assignment_epoch,
     "ConsumerGroupMemberMetadata": _member, "ShareGroupMemberMetadata": _member, "StreamsGroupMemberMetadata": _member,
-    "ConsumerGroupCurrentMemberAssignment": _current_assignment,
-    "ShareGroupCurrentMemberAssignment": _current_assignment,
-    "StreamsGroupCurrentMemberAssignment": _current_assignment,
+    # Assignment epochs by default: at least 0 in consumer groups (a static member that left for a while has epoch
+    # -2), the member epoch in streams groups, none in share groups (their members keep no epochs).
+    "ConsumerGroupCurrentMemberAssignment": lambda v: _current_assignment(v, max(v["MemberEpoch"], 0)),
+    "ShareGroupCurrentMemberAssignment": lambda v: _current_assignment(v, None),
+    "StreamsGroupCurrentMemberAssignment": lambda v: _current_assignment(v, v["MemberEpoch"]),
     "ConsumerGroupTargetAssignmentMember": _target_assignment,
     "ShareGroupTargetAssignmentMember": _target_assignment,
     "StreamsGroupTargetAssignmentMember": _target_assignment,
