@@ -37,7 +37,8 @@ GROUP_METADATA_DDL = (
 PARTITIONS_DDL = "array<struct<topic_id:string,subtopology_id:string,partition:int,assignment_epoch:int>>"
 MODERN_DDL = (
     "member_id string, regex string, epoch int, metadata_hash bigint, validated_topology_epoch int, "
-    "assignment_epoch int, instance_id string, rack_id string, client_id string, client_host string, "
+    "assignment_epoch int, assignment_timestamp_ms bigint, instance_id string, rack_id string, client_id string, "
+    "client_host string, "
     "subscribed_topic_names array<string>, subscribed_topic_regex string, rebalance_timeout_ms int, "
     "server_assignor string, classic_session_timeout_ms int, is_classic_member boolean, topology_epoch int, "
     "process_id string, member_epoch int, previous_member_epoch int, member_state smallint, "
@@ -162,7 +163,10 @@ def _group_epoch(v: dict) -> dict:
 
 
 def _assignment_epoch(v: dict) -> dict:
-    return {"assignment_epoch": v["AssignmentEpoch"]}
+    """KIP-1263's AssignmentTimestamp (4.3+) is 0 when unknown, as Kafka reads it (canComputeNextTargetAssignment);
+    Kafka refuses a negative one (TargetAssignmentMetadata)."""
+    timestamp = v.get("AssignmentTimestamp") or 0
+    return {"assignment_epoch": v["AssignmentEpoch"], "assignment_timestamp_ms": timestamp if timestamp > 0 else None}
 
 
 def _member(v: dict) -> dict:

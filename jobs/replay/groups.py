@@ -161,8 +161,8 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int, summa
     metadata = [r for r in newest.get("GroupMetadata", []) if r.is_value]
     meta = metadata[0].modern() if metadata else {}
     target_meta = newest.get("TargetAssignmentMetadata", [])
-    target_epoch = None if not target_meta else (target_meta[0].modern()["assignment_epoch"] if target_meta[0].is_value
-                                                 else -1)
+    target = target_meta[0].modern() if target_meta and target_meta[0].is_value else {}
+    target_epoch = target.get("assignment_epoch", -1) if target_meta else None  # -1: tombstoned
     topology_records = [r for r in newest.get("Topology", []) if r.is_value]
     topology = topology_records[0].modern() if topology_records else None
     regexes = {r.modern()["regex"]: r.modern()["regex_topics"] or [] for r in newest.get("RegularExpression", [])
@@ -240,7 +240,8 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int, summa
     }
     if summary:
         return ModernGroup(group, members, [], [], [])
-    targets = [{"member_id": r.modern()["member_id"], "partitions": _partitions(r.modern()["assigned"], effective_target)}
+    targets = [{"member_id": r.modern()["member_id"], "assignment_timestamp_ms": target.get("assignment_timestamp_ms"),
+                "partitions": _partitions(r.modern()["assigned"], effective_target)}
                for r in newest.get("TargetMember", []) if r.is_value]
     topology_rows = [{"topology_epoch": topology_epoch, **s} for s in (topology or {}).get("subtopologies") or []]
     topic_names = [t for r in newest.get("TopicNames", []) if r.is_value for t in r.modern()["topic_names"] or []]

@@ -123,6 +123,15 @@ def test_every_group_exists(tables):
         "cg-new", "cg-old", "cg-negative", "sg-new", "sg-old", "app-new", "app-old", "app-uncertain"}
 
 
+def test_assignment_timestamp_is_when_the_target_was_computed_and_null_without_one(tables):
+    targets = by_group(tables["group_target_assignments"])
+    assert {g: [r["assignment_timestamp"] for r in rows] for g, rows in targets.items()} == {
+        "cg-new": [utc(COMPUTED)], "sg-new": [utc(COMPUTED)], "app-new": [utc(COMPUTED)],
+        "cg-old": [None], "sg-old": [None], "app-old": [None], "app-uncertain": [None], "cg-negative": [None]}
+    assert {(r["group_id"], r["topic"], r["partition"], r["assignment_epoch"]) for r in targets["app-new"]} == {
+        ("app-new", "input", 0, 4)}  # the rest of the row as before
+
+
 def current(tables, group: str) -> list[tuple]:
     (member,) = by_group(tables["group_members"])[group]
     return [(p["topic"], p["partition"], p["assignment_epoch"], p["pending_revocation"])
