@@ -37,8 +37,8 @@ GROUP_METADATA_DDL = (
 PARTITIONS_DDL = "array<struct<topic_id:string,subtopology_id:string,partition:int,assignment_epoch:int>>"
 MODERN_DDL = (
     "member_id string, regex string, epoch int, metadata_hash bigint, validated_topology_epoch int, "
-    "assignment_epoch int, assignment_timestamp_ms bigint, instance_id string, rack_id string, client_id string, "
-    "client_host string, "
+    "stored_description_topology_epoch int, failed_description_topology_epoch int, assignment_epoch int, "
+    "assignment_timestamp_ms bigint, instance_id string, rack_id string, client_id string, client_host string, "
     "subscribed_topic_names array<string>, subscribed_topic_regex string, rebalance_timeout_ms int, "
     "server_assignor string, classic_session_timeout_ms int, is_classic_member boolean, topology_epoch int, "
     "process_id string, member_epoch int, previous_member_epoch int, member_state smallint, "
@@ -158,8 +158,12 @@ def modern_columns(key: bytes, value: bytes | None) -> dict[str, Any]:
 
 
 def _group_epoch(v: dict) -> dict:
+    """Streams groups' topology epochs are -1 for none: the topology not validated (4.2+), no description stored
+    or refused by KIP-1331's plugin (4.4+); a stored epoch of -2 says a plugin operation was interrupted."""
     return {"epoch": v["Epoch"], "metadata_hash": v.get("MetadataHash"),
-            "validated_topology_epoch": v.get("ValidatedTopologyEpoch")}
+            "validated_topology_epoch": _sentinel(v.get("ValidatedTopologyEpoch", -1)),
+            "stored_description_topology_epoch": _sentinel(v.get("StoredDescriptionTopologyEpoch", -1)),
+            "failed_description_topology_epoch": _sentinel(v.get("FailedDescriptionTopologyEpoch", -1))}
 
 
 def _assignment_epoch(v: dict) -> dict:

@@ -57,6 +57,8 @@ _ROLES = {
 }
 ROLE = {t: role for role, names in _ROLES.items() for t, rt in REGISTRY.items() if rt.name in names}
 GROUP_TYPES = sorted(t for t, f in FAMILY.items() if f in (CLASSIC, *FAMILIES))
+# A streams group's metadata record's topology epochs (jobs.decode.columns), as consumer_groups shows them.
+TOPOLOGY_EPOCHS = ("validated_topology_epoch", "stored_description_topology_epoch", "failed_description_topology_epoch")
 
 # --- output ----------------------------------------------------------------------------------------
 
@@ -237,6 +239,7 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int, summa
         "protocol": None, "leader_id": None, "current_state_timestamp_ms": None, "member_count": len(members),
         "subscribed_topics": sorted(never_expire), "metadata_record_offset": metadata[0].offset if metadata else None,
         "target_assignment_epoch": effective_target, "topology_epoch": topology_epoch,
+        **{k: meta.get(k) for k in TOPOLOGY_EPOCHS},
     }
     if summary:
         return ModernGroup(group, members, [], [], [])
@@ -256,7 +259,7 @@ def classic_group(record: Record) -> tuple[dict[str, Any], list[dict[str, Any]]]
         "generation": g["generation"], "protocol": g["protocol"], "leader_id": g["leader_id"],
         "current_state_timestamp_ms": g["current_state_timestamp_ms"], "member_count": len(g["members"]),
         "subscribed_topics": g["subscribed_topics"], "metadata_record_offset": record.offset,
-        "target_assignment_epoch": None, "topology_epoch": None,
+        "target_assignment_epoch": None, "topology_epoch": None, **dict.fromkeys(TOPOLOGY_EPOCHS),
     }
     members = [{**m, "family": CLASSIC, "rack_id": None, "member_epoch": None, "previous_member_epoch": None,
                 "member_state": None, "pending_revocation": [], "server_assignor": None,

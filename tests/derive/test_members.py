@@ -161,3 +161,15 @@ def test_share_group_members_keep_no_assignment_epochs(tables):
 def test_assigned_partitions_keep_the_contract_type(tables):
     (member,) = by_group(tables["group_members"])["cg-new"]
     assert [set(p) for p in member["assigned_partitions"]] == [{"topic", "partition", "topic_id"}] * 4
+
+
+@pytest.mark.parametrize("column, values", [
+    ("validated_topology_epoch", {"app-new": 3, "app-uncertain": 3}),
+    ("stored_description_topology_epoch", {"app-new": 3, "app-uncertain": -2}),  # -2: uncertain
+    ("failed_description_topology_epoch", {"app-new": 2}),
+])
+def test_streams_topology_epochs_of_the_group_metadata_record(tables, column, values):
+    """KIP-1331's (4.4+) and the validated one (4.2+): null when the record has none (-1, or an older Kafka's),
+    and for every other family."""
+    found = {r["group_id"]: r[column] for r in tables["consumer_groups"]}
+    assert found == {g: values.get(g) for g in found}
