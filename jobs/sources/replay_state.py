@@ -18,7 +18,7 @@ from datetime import datetime
 import pyarrow as pa
 
 from jobs.lake.storage import Location
-from jobs.lake.tables import FOLD_STATE, REPLAY_STATE
+from jobs.lake.tables import FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.records import TIMESTAMP
 
 log = logging.getLogger("offsetlake")
@@ -70,5 +70,20 @@ class ReplayState:
         files = {REPLAY_STATE: tuple(f for f, _ in version_files(where, table))}
         if FOLD_STATE in versions:  # else (an older offsetlake's run) every group is folded again
             fold = output.child(FOLD_STATE)
-            files[FOLD_STATE] = tuple(f for f, _ in version_files(fold, delta_table(fold, versions[FOLD_STATE])))
+            kept = delta_table(fold, versions[FOLD_STATE])
+            if _layout(pa.schema(kept.schema().to_arrow())) == _layout(arrow_schema(FOLD_STATE)):
+                files[FOLD_STATE] = tuple(f for f, _ in version_files(fold, kept))
+            else:
+                log.info("run %s's group fold has another layout (an older offsetlake's): every group is folded again",
+                         run["run_id"])
         return cls(run["run_id"], files, found.num_rows, state_moments(found, started), folded_transactions(found))
+
+
+def _layout(t: pa.Schema | pa.DataType) -> tuple | str:
+    """The nested field names of a schema or type: a fold kept without a field this run's fold has would be read
+    with nulls there, so its groups would not be the ones a new fold gives."""
+    if isinstance(t, pa.Schema) or pa.types.is_struct(t):
+        return tuple((f.name, _layout(f.type)) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return "list", _layout(t.value_type)
+    return ""
