@@ -342,7 +342,10 @@ def sql(output: str, storage_option: tuple[str, ...], fmt: str, limit: int | Non
     """
     from jobs.readers.sql import csv_chunks, json_lines, query as run_query, table_text
 
-    reader = run_query(_tables(output, storage_option), query)
+    notes: list[str] = []
+    reader = run_query(_tables(output, storage_option), query, notes)
+    for note in notes:
+        click.echo(f"offsetlake: {note}", err=True)
     try:
         if fmt == "table":
             text, truncated = table_text(reader, SQL_TABLE_ROWS if limit is None else limit or None)

@@ -153,6 +153,11 @@ def register_catalog(spark: Any, output: "Location | str", database: str, folder
         names.append(f"{database}.{name}")
     summary: dict[str, Any] = {"database": database, "entries": names, "catalog": implementation,
                                "kind": "delta tables" if delta else "views over the run's files"}
+    earlier = {f"{database}.{query_name(t)}": tables.label(t) for t in tables.versions if tables.label(t)}
+    if earlier:  # a plain Delta table is read at its newest version anyway; a view at the run's
+        summary["from_earlier_runs"] = earlier
+        for label in earlier.values():
+            log.warning("catalog: %s", label)
     if implementation == "hive" and folder is not None and (folder / "metastore_db").is_dir():
         summary["properties_file"] = str(write_properties_file(folder, database))
     log.info("registered %d tables as %s.<table> (%s)", len(names), database, summary["kind"])

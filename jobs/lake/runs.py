@@ -16,7 +16,7 @@ new and some old. Runs make the set atomic:
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, TypeVar
 from urllib.parse import unquote
@@ -177,6 +177,17 @@ class Snapshot:
     output: Location
     versions: dict[str, int]
     run: dict[str, Any] | None = None  # the _runs row; None when no run was ever recorded here
+    # Tables the newest run did not write (--no-history skips the history tables), read as the newest earlier
+    # complete run wrote them: that run's _runs row, for readers to say so.
+    earlier: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def label(self, table: str) -> str | None:
+        """Where a table the newest run did not write comes from, in words; None for the newest run's own."""
+        run = self.earlier.get(table)
+        if run is None or self.run is None:
+            return None
+        return (f"{table} is as of {_iso(run['as_of'])} (run {run['run_id']}): the newest run, as of "
+                f"{_iso(self.run['as_of'])}, did not write it (--no-history)")
 
     def open(self, table: str) -> Any:
         """The table at its version (a deltalake.DeltaTable); KeyError when it is not there."""
@@ -207,15 +218,29 @@ def snapshot(output: Location | str, tables: Iterable[str]) -> Snapshot:
     newest = max(runs, key=lambda r: r["finished_at"]) if runs else None
     recorded = {t["table"]: t["version"] for t in newest["tables"]} if newest else {}
     finished = {r["run_id"] for r in runs}
-    versions = {}
+    versions, earlier = {}, {}
     for table in tables:
         where = output.child(*table.split("/"))
         if not is_table(where):
             continue
-        version = recorded[table] if table in recorded else _newest_finished_version(where, finished)
+        if table in recorded:
+            version = recorded[table]
+        else:  # the newest earlier run that wrote it, else (written before _runs existed) its newest version
+            wrote = next((r for r in reversed(runs) if any(t["table"] == table for t in r["tables"])), None)
+            if wrote is not None:
+                earlier[table] = wrote
+                version = next(t["version"] for t in wrote["tables"] if t["table"] == table)
+            else:
+                version = _newest_finished_version(where, finished)
         if version is not None:
             versions[table] = version
-    return Snapshot(output, versions, newest)
+    return Snapshot(output, versions, newest, earlier)
+
+
+def _iso(moment: datetime | None) -> str:
+    if moment is None:
+        return "-"
+    return moment.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
 
 
 def finished_runs(output: Location | str) -> list[dict[str, Any]]:

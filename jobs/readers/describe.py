@@ -46,7 +46,8 @@ def describe_group(output: Location, group_id: str, view: str, verbose: bool) ->
     members = _rows(tables, "group_members", group_id)
     if view == "state":
         history = _history(g, *(_rows(tables, t, group_id, optional=True) for t in (*HISTORY, "consumer_lag")))
-        return _state(g, members, verbose) + history, _notice(g)
+        labels = "".join(f"\nNote: {label}.\n" for label in map(tables.label, HISTORY) if label and history)
+        return _state(g, members, verbose) + history, _notice(g) + labels
     if view == "members":
         targets = _rows(tables, "group_target_assignments", group_id) if g["group_type"] != "classic" else []
         return _members(g, members, targets, verbose), _notice(g)

@@ -111,7 +111,8 @@ def show_tables(output: Location, rows: int) -> str:
             continue
         data = tables.open(table).to_pyarrow_dataset()
         head = data.head(rows).to_pylist() if rows else []
-        lines.append(f"{table}: {data.count_rows()} rows  {path}")
+        label = tables.label(table)
+        lines.append(f"{table}: {data.count_rows()} rows  {path}" + (f"  ({label})" if label else ""))
         lines += [f"  {_short(r)}" for r in head]
     return "\n".join(lines) + "\n"
 

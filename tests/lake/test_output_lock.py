@@ -214,6 +214,30 @@ def test_a_commit_made_after_a_takeover_fails_whatever_moment_the_holder_paused_
     assert len(fences) == 1 and DeltaTable(str(tmp_path / "_runs")).history(1)[0].get("offsetlake.fence")
 
 
+def test_a_table_staged_but_not_created_yet_is_created_by_the_takeover_so_the_paused_creation_fails(tmp_path):
+    commit_run(tmp_path, offsets(10))
+    staged = tmp_path / "group_events" / f"{RUN_FOLDER}paused"
+    staged.mkdir(parents=True)  # the paused run staged group_events, which no run created yet
+    paused = OutputLock.acquire(tmp_path, "paused", lease_seconds=600)
+    paused._stop.set()
+    taken = []
+
+    def guard() -> None:
+        paused.check()
+        if not taken:
+            taken.append(1)
+            OutputLock.acquire(tmp_path, "taker", force=True, clean_up=False).release()
+
+    def create(table) -> None:
+        assert table is None  # it opened no table: it creates one, which must not exist by now
+        write_deltalake(str(tmp_path / "group_events"), pa.Table.from_pylist([], schema=arrow_schema("group_events")),
+                        mode="error")
+
+    with pytest.raises(LockLost, match="taken over by run taker"):
+        fenced_commit(located(tmp_path / "group_events"), create, guard)
+    assert DeltaTable(str(tmp_path / "group_events")).history(1)[0]["offsetlake.fence"]
+
+
 def test_a_commit_that_landed_before_the_fence_is_undone_by_the_taker(tmp_path):
     first = commit_run(tmp_path, offsets(10))
     commit_run(tmp_path, {"committed_offsets": offsets(20)["committed_offsets"]}, finish=False)  # then it paused
