@@ -104,7 +104,14 @@ def rebuild_options(fn: Callable) -> Callable:
                      "consumer_lag: kafka-get-offsets.sh text (topic:partition:offset), CSV or Parquet, each "
                      "optionally with a timestamp (4th column: one file, many snapshots); kafka fetches them now "
                      "from the cluster of --source, kafka:HOST:PORT from another cluster."),
+        click.option("--log-start-offsets", metavar="PATH", help="Log start offsets beside --end-offsets: the text "
+                     "of kafka-get-offsets.sh --time -2 (or CSV/Parquet), matched by topic, partition and timestamp, so "
+                     "that consumer_lag tells records retention deleted (records_lost) from records waiting. A "
+                     "CSV/Parquet --end-offsets may carry them as a 5th column, log_start_offset, instead."),
         click.option("--topic-ids", metavar="PATH", help="topic_id,topic CSV (base64url ids)."),
+        click.option("--cluster", metavar="NAME", help="The cluster's name, kept in DIR/_runs and used as "
+                     "cluster_name by `offsetlake metrics` (default: the bootstrap servers of a kafka: source, else "
+                     "the dump's or log dir's folder name)."),
         click.option("--no-history", "no_history", is_flag=True, help="Skip the history tables (offset_commits, "
                      "group_events), which grow with the log; the state tables stay exact."),
         click.option("--rate-window-minutes", type=click.IntRange(min=1), metavar="N",

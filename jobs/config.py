@@ -76,6 +76,13 @@ class SourceSpec:
         return f"{self.kind}:{self.location}"
 
 
+def source_folder_name(location: str) -> str:
+    """The last folder name of a dump's or log dir's location (a path or a URI), e.g. `offsets` of s3://dumps/offsets/."""
+    trimmed = location.rstrip("/")
+    name = trimmed.rsplit("/", 1)[-1]
+    return name or trimmed or location
+
+
 def log_dir(location: str) -> Path:
     """The folder of `segments:DIR`: a broker log dir, a folder of them, or one partition folder."""
     root = Path(location)
@@ -231,6 +238,17 @@ class RebuildConfig:
     workers: int | None = None  # the local runner's worker processes (None: one per core; 0: this process)
     storage: tuple[tuple[str, str], ...] = ()  # --storage-option pairs (jobs.lake.storage)
     archive: bool = False  # keep every raw record read in DIR/raw_records; read only what is not there yet
+    log_start_offsets: str | None = None  # a file of log start offsets (kafka-get-offsets.sh --time -2)
+    cluster: str | None = None  # the cluster's name in _runs and metrics (None: cluster_name's default)
+
+    @property
+    def cluster_name(self) -> str:
+        """--cluster, else the bootstrap servers of a kafka: source, else the dump's or log dir's folder name."""
+        if self.cluster:
+            return self.cluster
+        if self.source.kind == "kafka":
+            return self.source.location
+        return source_folder_name(self.source.location)
 
     @property
     def retention_ms(self) -> int:
@@ -264,6 +282,8 @@ class RebuildConfig:
         engine: str | None = None,
         workers: int | None = None,
         archive: bool = False,
+        log_start_offsets: str | None = None,
+        cluster: str | None = None,
     ) -> "RebuildConfig":
         conf = defaults()["rebuild"]
         retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
@@ -279,6 +299,11 @@ class RebuildConfig:
             raise BadInput(f"--engine {engine!r}: expected {', '.join(ENGINES)}")
         if workers is not None and workers < 0:
             raise BadInput(f"--workers {workers}: must be 0 (in this process) or more")
+        if log_start_offsets is not None and end_offsets is None:
+            raise BadInput(f"--log-start-offsets {log_start_offsets}: given without --end-offsets (the log start "
+                           "offsets complete end-offset snapshots)")
+        if cluster is not None and not cluster.strip():
+            raise BadInput("--cluster: an empty name")
         if keep_runs is not None and keep_runs < 1:
             raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
         storage = storage_options(storage_option)
@@ -300,5 +325,7 @@ class RebuildConfig:
             workers=workers,
             storage=tuple(sorted(storage.items())),
             archive=archive or bool(conf.get("archive", False)),
+            log_start_offsets=log_start_offsets,
+            cluster=cluster.strip() if cluster is not None else None,
         )
         return cfg
