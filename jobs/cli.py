@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import click
 
-from jobs.errors import BadInput
+from jobs.errors import BadInput, Refused
 
 log = logging.getLogger("offsetlake")
 EXIT_BAD_INPUT = 2
@@ -38,6 +38,8 @@ class OneLineGroup(click.Group):
             _fail(e.format_message(), EXIT_BAD_INPUT)
         except BadInput as e:
             _fail(str(e), EXIT_BAD_INPUT)
+        except Refused as e:
+            _fail(str(e), EXIT_FAILURE)
         except click.ClickException as e:
             _fail(e.format_message(), e.exit_code)
         except Exception as e:  # an internal failure: still one line, the traceback only on request
