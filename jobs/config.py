@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -122,6 +123,10 @@ def output_folder(location: str, option: str = "--output", *, new: bool = False,
         raise BadInput(f"{option} {location}: cannot be created: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only filesystem, even for root
         raise BadInput(f"{option} {location}: cannot write in {existing} (permission denied)")
+    try:  # access() says yes to root where no folder can be made (/proc, /sys): a folder made and removed says
+        os.rmdir(tempfile.mkdtemp(prefix=".offsetlake-check-", dir=existing))
+    except OSError as e:
+        raise BadInput(f"{option} {location}: cannot write in {existing} ({e.strerror or e})") from None
     return where
 
 
@@ -132,19 +137,19 @@ def storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
     return parse_storage_options(pairs)
 
 
-def parse_time(text: str) -> datetime:
+def parse_time(text: str, option: str = "--as-of") -> datetime:
     """ISO-8601 (a naive time is taken as UTC) or epoch milliseconds -> aware UTC datetime."""
     text = text.strip()
     if re.fullmatch(r"-?\d+", text):
         try:
             return datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
-            raise BadInput(f"--as-of {text!r}: epoch milliseconds out of range") from None
+            raise BadInput(f"{option} {text!r}: epoch milliseconds out of range") from None
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise BadInput(
-            f"--as-of {text!r}: expected ISO-8601 (2026-11-21T08:00:00Z) or epoch milliseconds"
+            f"{option} {text!r}: expected ISO-8601 (2026-11-21T08:00:00Z) or epoch milliseconds"
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)

@@ -20,12 +20,11 @@ import pyarrow.compute as pc
 from jobs.derive.end_offsets import Snapshots, epoch_us
 from jobs.lake.storage import Location
 from jobs.lake.tables import snapshot_table
+from jobs.readers.groups import SEVERITY, group_rows
 from jobs.readers.newest import Newest, newest
 
 READS = ("consumer_groups", "consumer_lag", "group_status", "group_events", "offset_commits", "end_offsets_history",
          "committed_offsets", "share_partition_state", "group_members", snapshot_table("consumer_lag"))
-# Worst first: how the overview ranks a group's status (Burrow's group status is its worst partition's).
-SEVERITY = {"ERR": 6, "STOP": 5, "STALL": 5, "REWIND": 4, "WARN": 3, "OK": 1}
 DETAILED = 12  # groups given a section of their own without --group: the troubled ones, then the most lagging
 SHARE_SECTIONS = 1  # share groups among them at least
 POINTS = 150  # points of a group's lag over time at most (its commits, evenly thinned)
@@ -100,33 +99,13 @@ def _share_groups(found: Newest) -> set[str]:
 
 def _row_without_group(group_id: str) -> dict[str, Any]:
     return {"group_id": group_id, "group_type": "share", "protocol_type": "share", "state": "-", "members": 0,
-            "lag": None, "lag_seconds": None, "status": None, "records_lost": 0, "partitions": 0, "severity": 0}
+            "lag": None, "lag_seconds": None, "status": None, "records_lost": 0, "partitions": 0}
 
 
 def _ranked(found: Newest) -> list[GroupReport]:
-    """Every group's overview row (id, type, state, members, lag, worst lag in seconds, status, records lost),
-    worst status first, then most lag."""
-    lag = found.read("consumer_lag", ["group_id", "lag", "lag_seconds", "records_lost"])
-    sums = {}
-    if lag.num_rows:
-        grouped = lag.group_by("group_id").aggregate([("lag", "sum"), ("lag_seconds", "max"), ("records_lost", "sum"),
-                                                      ("lag", "count")])
-        sums = {r["group_id"]: r for r in grouped.to_pylist()}
-    status = {}
-    if found.written("group_status"):
-        status = dict(zip(*(found.read("group_status", ["group_id", "group_status"]).column(c).to_pylist()
-                            for c in ("group_id", "group_status"))))
-    rows = []
-    for g in found.read("consumer_groups").to_pylist():
-        s = sums.get(g["group_id"], {})
-        rows.append(GroupReport({
-            "group_id": g["group_id"], "group_type": g["group_type"], "protocol_type": g["protocol_type"],
-            "state": g["state"], "members": g["member_count"], "lag": s.get("lag_sum"),
-            "lag_seconds": s.get("lag_seconds_max"), "status": status.get(g["group_id"]),
-            "records_lost": s.get("records_lost_sum") or 0, "partitions": s.get("lag_count") or 0,
-            "severity": SEVERITY.get(status.get(g["group_id"]), 0)}))
-    return sorted(rows, key=lambda g: (-g.row["severity"], -(g.row["records_lost"] > 0), -(g.row["lag"] or 0),
-                                       g.row["group_id"]))
+    """Every group's overview row, worst status first, then records lost, then most lag."""
+    return [GroupReport(row) for row in sorted(group_rows(found), key=lambda r: (
+        -SEVERITY.get(r["status"], 0), -(r["records_lost"] > 0), -(r["lag"] or 0), r["group_id"]))]
 
 
 def _chosen(groups: list[GroupReport]) -> list[str]:

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from jobs.config import defaults
 from jobs.errors import BadInput
+from jobs.runtime.progress import Progress
 from offsets_codec import SHARE_STATE, encode_key, encode_value, partition_for, record_type_named
 from offsets_codec.consumer_protocol import encode_assignment, encode_subscription
 from offsets_codec.segment_writer import control_record
@@ -152,23 +153,25 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
     writer = SampleWriter(output, partitions)
     keys: dict[tuple[str, str, int], bytes] = {}
     snapshots: list[tuple[int, dict[tuple[str, int], int]]] = []
-    for tick in range(ticks + 1):
-        now = START_MS + tick * tick_ms
-        for g in groups:
-            _step(rng, g, now, topics, topic_ids, writer, keys)
-        # kafka-get-offsets.sh run after each of the last ticks and now and then before: enough snapshots to
-        # bracket when the log end passed a stalled consumer's offset (lag in seconds). Their own random
-        # stream, so the records do not depend on how many snapshots there are.
-        if tick > ticks - END_OFFSET_SNAPSHOTS or tick % max(1, ticks // END_OFFSET_SNAPSHOTS) == 0:
-            ends = _log_ends(ends_rng, groups, topics, now, snapshots[-1][1] if snapshots else {})
-            snapshots.append((now, ends))
-    end = START_MS + ticks * tick_ms
-    for step in range(1, WATCH_STEPS + 1):  # the close watch of the last quarter hour
-        now = end + step * WATCH_MS
-        for g in groups:
-            _step(rng, g, now, topics, topic_ids, writer, keys)
-        snapshots.append((now, _log_ends(ends_rng, groups, topics, now, snapshots[-1][1])))
-    end += WATCH_STEPS * WATCH_MS
+    with Progress(f"sample of {records:,} records (ticks of {tick_ms / 3_600_000:.1f} h)", ticks + 1) as progress:
+        for tick in range(ticks + 1):
+            progress.step()
+            now = START_MS + tick * tick_ms
+            for g in groups:
+                _step(rng, g, now, topics, topic_ids, writer, keys)
+            # kafka-get-offsets.sh run after each of the last ticks and now and then before: enough snapshots to
+            # bracket when the log end passed a stalled consumer's offset (lag in seconds). Their own random
+            # stream, so the records do not depend on how many snapshots there are.
+            if tick > ticks - END_OFFSET_SNAPSHOTS or tick % max(1, ticks // END_OFFSET_SNAPSHOTS) == 0:
+                ends = _log_ends(ends_rng, groups, topics, now, snapshots[-1][1] if snapshots else {})
+                snapshots.append((now, ends))
+        end = START_MS + ticks * tick_ms
+        for step in range(1, WATCH_STEPS + 1):  # the close watch of the last quarter hour
+            now = end + step * WATCH_MS
+            for g in groups:
+                _step(rng, g, now, topics, topic_ids, writer, keys)
+            snapshots.append((now, _log_ends(ends_rng, groups, topics, now, snapshots[-1][1])))
+        end += WATCH_STEPS * WATCH_MS
     _damage(writer, groups[0].group_id, end)
     _open_transaction(rng, groups, end, topics, topic_ids, writer, keys)
     writer.close()

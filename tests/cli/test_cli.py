@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -206,9 +207,19 @@ def test_describe_prints_like_kafka_consumer_groups(rebuilt):
     assert state.split("\n")[2].split() == ["g", "__consumer_offsets-0", "(-)", "range", "Stable", "1"]
 
     gone = invoke("describe", "--output", str(out), "--group", "nope")
-    assert gone.stdout == "\nError: Consumer group 'nope' does not exist.\n"
+    assert (gone.exit_code, gone.stdout) == (2, "")  # as reset-offsets: one line naming the group and the moment
+    [line] = gone.stderr.strip().splitlines()
+    assert re.fullmatch(r"offsetlake: error: --group nope: no such group at 2026-11-\d\dT[\d:]+Z", line), line
+    assert invoke("reset-offsets", "--output", str(out), "--group", "nope").stderr == gone.stderr
+    both = invoke("describe", "--output", str(out), "--group", "g", "--members", "--state")
+    assert both.stdout == state + members_plain(out)  # both views, --state first
+    assert both.stderr.startswith(f"As of {line.rsplit(' ', 1)[1]} (run ")  # the moment, always said
     empty = invoke("describe", "--output", str(out), "--group", "gone")
     assert "Consumer group 'gone' has no active members." in empty.stderr
+
+
+def members_plain(out) -> str:
+    return invoke("describe", "--output", str(out), "--group", "g", "--members").stdout
 
 
 def test_every_command_is_documented():
