@@ -183,7 +183,7 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
     if log_dir is not None:
         write_log_dir(output, log_dir)
     stable = next(g.group_id for g in groups if g.kind == "consumer" and not g.stopped)
-    share = next(g.group_id for g in groups if g.kind == "share" and not g.stopped)
+    share = next((g.group_id for g in groups if g.kind == "share" and not g.stopped), None)
     return {"records": writer.count, "groups": len(groups), "topics": len(topics), "path": str(output),
             "example_group": stable, "example_share_group": share,
             "end_offsets": str(end_offsets) if end_offsets else None,
@@ -191,11 +191,11 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
 
 
 def _plan_groups(rng: random.Random, records: int, topics: list[str]) -> list[Group]:
-    n = max(12, min(5000, records // 400))
     # A 20-group cycle, so even a small sample has every kind: 60% consumer, 15% simple, 10% connect, ...
     kinds = ["consumer", "simple", "kip848", "connect", "consumer", "deleted", "eos", "simple", "consumer",
              "retention", "kip848", "simple", "consumer", "connect", "share", "deleted", "consumer", "streams",
              "consumer", "consumer"]
+    n = max(len(kinds), min(5000, records // 400))
     groups = []
     ticks = 1000  # planned on a 0..1000 scale, rescaled in _step
     for i in range(n):
