@@ -324,7 +324,8 @@ nav { position:sticky; top:0; z-index:2; display:flex; flex-wrap:wrap; gap:4px 1
       background:#fff; border-bottom:1px solid var(--line); }
 nav a { color:var(--accent); text-decoration:none; white-space:nowrap; }
 main { padding:18px 28px 40px; }
-section { background:#fff; border:1px solid var(--line); border-radius:8px; padding:16px 20px; margin-bottom:18px; }
+section { background:#fff; border:1px solid var(--line); border-radius:8px; padding:16px 20px; margin-bottom:18px;
+          scroll-margin-top:80px; }
 h2 { font-size:18px; margin:4px 0 10px; } h3 { font-size:14px; margin:16px 0 6px; color:var(--muted); }
 .cards { display:flex; flex-wrap:wrap; gap:12px; margin-bottom:10px; }
 .card { flex:1 1 140px; background:var(--bg); border-radius:6px; padding:10px 14px; }
