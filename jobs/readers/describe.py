@@ -179,9 +179,15 @@ def _share_offsets(group_id: str, g: dict | None, shares: list[dict], lag: list[
 
 def _share_state(g: dict, verbose: bool) -> str:
     """ShareGroupCommand's --state: GROUP COORDINATOR (ID) STATE [GROUP-EPOCH ASSIGNMENT-EPOCH] #MEMBERS."""
+    return _modern_state(g, verbose, {"GROUP-EPOCH": 12, "ASSIGNMENT-EPOCH": 17})
+
+
+def _modern_state(g: dict, verbose: bool, epochs: dict[str, int]) -> str:
+    """A modern group's --state: GROUP COORDINATOR (ID) STATE, with --verbose its group epoch and target assignment
+    epoch (under the tool's names, in columns of its widths: `epochs`), then #MEMBERS."""
     coordinator = f"__consumer_offsets-{g['coordinator_partition']}  (-)"
-    widths = [max(15, len(g["group_id"])), max(25, len(coordinator)), 15] + ([12, 17] if verbose else [])
-    header = ["GROUP", "COORDINATOR (ID)", "STATE"] + (["GROUP-EPOCH", "ASSIGNMENT-EPOCH"] if verbose else [])
+    widths = [max(15, len(g["group_id"])), max(25, len(coordinator)), 15] + (list(epochs.values()) if verbose else [])
+    header = ["GROUP", "COORDINATOR (ID)", "STATE"] + (list(epochs) if verbose else [])
     row = [g["group_id"], coordinator, g["state"]]
     row += [_text(g["generation"]), _text(g["target_assignment_epoch"])] if verbose else []
     return "\n" + _printf(widths, header + ["#MEMBERS"]) + "\n" + _printf(widths, row + [str(g["member_count"])]) + "\n"
@@ -206,12 +212,7 @@ def _share_members(g: dict, members: list[dict], verbose: bool, header: str = "C
 
 def _streams_state(g: dict, verbose: bool) -> str:
     """StreamsGroupCommand's --state: GROUP COORDINATOR (ID) STATE [GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH] #MEMBERS."""
-    coordinator = f"__consumer_offsets-{g['coordinator_partition']}  (-)"
-    widths = [max(15, len(g["group_id"])), max(25, len(coordinator)), 15] + ([15, 15] if verbose else [])
-    header = ["GROUP", "COORDINATOR (ID)", "STATE"] + (["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] if verbose else [])
-    row = [g["group_id"], coordinator, g["state"]]
-    row += [_text(g["generation"]), _text(g["target_assignment_epoch"])] if verbose else []
-    return "\n" + _printf(widths, header + ["#MEMBERS"]) + "\n" + _printf(widths, row + [str(g["member_count"])]) + "\n"
+    return _modern_state(g, verbose, {"GROUP-EPOCH": 15, "TARGET-ASSIGNMENT-EPOCH": 15})
 
 
 def _streams_offsets(g: dict, committed: list[dict], lag: list[dict], verbose: bool) -> str:
