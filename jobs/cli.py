@@ -21,10 +21,17 @@ EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
 SQL_TABLE_ROWS = 1000  # the aligned table holds its rows: a default bound; csv and json stream
 _COMMAND_LINE = False  # this process is the command line's own (main), not a caller's
+GLOBAL_OPTIONS = ("--debug", "-q", "--quiet")  # `offsetlake`'s own options, taken wherever they stand
 
 
 class OneLineGroup(click.Group):
     """Every error becomes one stderr line: usage errors and BadInput exit 2, anything else exits 1."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """--debug and -q are taken after the command too (`offsetlake rebuild ... --debug`), up to a `--`."""
+        end = args.index("--") if "--" in args else len(args)
+        moved = [a for a in args[:end] if a in GLOBAL_OPTIONS]
+        return super().parse_args(ctx, [*moved, *(a for a in args[:end] if a not in GLOBAL_OPTIONS), *args[end:]])
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - click's entry point
         debug = "--debug" in sys.argv
@@ -64,8 +71,10 @@ def _spark_log_hint() -> str:
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors, and Spark's own output.")
-@click.option("--quiet", "-q", is_flag=True, help="Only warnings on stderr (no progress).")
+@click.version_option(package_name="offsetlake", prog_name="offsetlake", message="%(prog)s %(version)s")
+@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors, and Spark's own output (before or "
+              "after the command).")
+@click.option("--quiet", "-q", is_flag=True, help="Only warnings on stderr (no progress; before or after the command).")
 def cli(debug: bool, quiet: bool) -> None:
     """Rebuild Kafka consumer-group state from __consumer_offsets into Delta tables."""
     if not log.handlers:  # only offsetlake's own progress; py4j and Spark keep their own loggers
@@ -108,10 +117,17 @@ def rebuild_options(fn: Callable) -> Callable:
                      "consumer_lag: kafka-get-offsets.sh text (topic:partition:offset), CSV or Parquet, each "
                      "optionally with a timestamp (4th column: one file, many snapshots); kafka fetches them now "
                      "from the cluster of --source, kafka:HOST:PORT from another cluster."),
+        click.option("--log-start-offsets", metavar="PATH", help="Log start offsets beside --end-offsets: the text "
+                     "of kafka-get-offsets.sh --time -2 (or CSV/Parquet), matched by topic, partition and timestamp, so "
+                     "that consumer_lag tells records retention deleted (records_lost) from records waiting. A "
+                     "CSV/Parquet --end-offsets may carry them as a 5th column, log_start_offset, instead."),
         click.option("--topic-ids", metavar="PATH", help="topic_id,topic CSV (base64url ids)."),
         click.option("--no-history", "no_history", is_flag=True, help="Skip the history tables offset_commits, "
                      "group_events and group_status, which grow with the log; the state tables stay exact. Readers "
                      "then label those tables with the earlier run they come from."),
+        click.option("--cluster", metavar="NAME", help="The cluster's name, kept in DIR/_runs and used as "
+                     "cluster_name by `offsetlake metrics` (default: the bootstrap servers of a kafka: source, else "
+                     "the dump's or log dir's folder name)."),
         click.option("--rate-window-minutes", type=click.IntRange(min=1), metavar="N",
                      help="consumer_lag's consume_rate and produce_rate are averages over the N minutes up to as_of "
                      "(default from conf/offsetlake.toml: 15)."),
@@ -194,6 +210,8 @@ def _rebuild_holding(cfg: Any, lock: Any) -> dict[str, Any]:
         from jobs.lake.catalog import check_catalog
         from jobs.runtime.session import get_spark
 
+        log.info("starting Spark to register the tables as %s.<table> (--catalog-database): this takes a while",
+                 cfg.catalog.database)
         spark = get_spark(cfg.catalog.folder)
         check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)
     with task_errors():  # a failed source task (Kafka, a dump's row group): its one line, not Spark's error
@@ -268,17 +286,21 @@ def decode(source: str, limit: int | None, storage_option: tuple[str, ...]) -> N
 @click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
 @storage_option
 @click.option("--group", "group_id", required=True, metavar="G", help="Group id.")
-@click.option("--members", "view", flag_value="members", help="Members view.")
-@click.option("--state", "view", flag_value="state", help="State view.")
+@click.option("--members", is_flag=True, help="Members view.")
+@click.option("--state", is_flag=True, help="State view (with --members: both).")
 @click.option("--verbose", is_flag=True, help="Extra columns, as kafka-consumer-groups.sh --verbose.")
-def describe(output: str, storage_option: tuple[str, ...], group_id: str, view: str | None, verbose: bool) -> None:
-    """Print a group like `kafka-consumer-groups.sh --describe` (offsets, --members or --state).
+def describe(output: str, storage_option: tuple[str, ...], group_id: str, members: bool, state: bool,
+             verbose: bool) -> None:
+    """Print a group as Kafka's tool of its family does: `kafka-consumer-groups.sh --describe` (offsets, --members,
+    --state), kafka-share-groups.sh for share groups, kafka-streams-groups.sh for streams groups. stderr says which
+    moment (as_of) and run the tables show; an unknown group exits 2.
 
     Example: offsetlake describe --output tables/ --group my-group --members
     """
     from jobs.readers.describe import describe_group
 
-    out, err = describe_group(_tables(output, storage_option), group_id, view or "offsets", verbose)
+    views = tuple(v for v, asked in (("state", state), ("members", members)) if asked) or ("offsets",)
+    out, err = describe_group(_tables(output, storage_option), group_id, views, verbose)
     if err:
         click.echo(err, err=True, nl=False)
     click.echo(out, nl=False)
@@ -361,22 +383,120 @@ def sql(output: str, storage_option: tuple[str, ...], fmt: str, limit: int | Non
         os._exit(0)
 
 
+@cli.command()
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
+def groups(output: str, storage_option: tuple[str, ...]) -> None:
+    """One line per group of the newest run: id, type, protocol, state, members, lag, worst lag in seconds,
+    Burrow's status and records lost, as the aligned table `sql` prints. No Spark.
+
+    Example: offsetlake groups --output tables/
+    """
+    from jobs.readers.groups import groups_text
+
+    click.echo(groups_text(_tables(output, storage_option)), nl=False)
+
+
+@cli.command()
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
+@click.option("--to", "to", metavar="FILE", help="Write to FILE, replaced whole (a temporary file renamed over it), "
+              "e.g. node_exporter's textfile collector folder: /var/lib/node_exporter/offsetlake.prom. Default: stdout.")
+def metrics(output: str, storage_option: tuple[str, ...], to: str | None) -> None:
+    """The newest run as Prometheus text, with kafka-lag-exporter's metric names and labels (its Grafana dashboards
+    work unchanged: kafka_consumergroup_group_lag, _group_lag_seconds, _group_max_lag, _group_sum_lag,
+    kafka_partition_latest_offset, ...), Burrow's status (kafka_burrow_status, kafka_burrow_partition_status), records
+    lost and the run's own health (offsetlake_run_*). cluster_name is rebuild's --cluster. No Spark.
+
+    Example: offsetlake metrics --output tables/ --to /var/lib/node_exporter/textfile/offsetlake.prom
+    """
+    from jobs.readers.metrics import metrics_text, write_metrics
+
+    tables = _tables(output, storage_option)
+    if to is None:
+        click.echo(metrics_text(tables), nl=False)
+        return
+    log.info("wrote %d samples to %s", write_metrics(tables, to), to)
+
+
+@cli.command()
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
+@click.option("--to", "to", required=True, metavar="FILE.html", help="The HTML file to write (replaced whole).")
+@click.option("--group", "group_ids", multiple=True, metavar="G", help="A section for this group (repeatable); "
+              "default: the worst groups by Burrow's status, records lost and lag.")
+@click.option("--since", metavar="TIME", help="Lag and rebalances over time from TIME on (ISO-8601 or epoch ms); "
+              "default: all the history.")
+def report(output: str, storage_option: tuple[str, ...], to: str, group_ids: tuple[str, ...],
+           since: str | None) -> None:
+    """Write one self-contained HTML file (scripts and data inline: it opens offline) of the newest run and its
+    history: groups ranked by status and lag, offsets about to expire, and per group its lag and lag in seconds over
+    time, rebalances, Burrow's status per partition, share partitions' progress and records lost. No Spark.
+
+    Example: offsetlake report --output tables/ --to report.html --since 2026-11-14T00:00:00Z
+    """
+    from jobs.config import parse_time
+
+    moment = parse_time(since, "--since") if since else None
+    path = Path(to)
+    if path.is_dir() or not path.parent.resolve().is_dir():
+        raise BadInput(f"--to {to}: not a file in an existing folder")
+    click.echo(str(write_report(_tables(output, storage_option), path, group_ids, moment)))
+
+
+def write_report(tables: Any, path: Path, group_ids: tuple[str, ...] = (), since: Any = None) -> Path:
+    """The report of `tables` written to `path` (a temporary file renamed over it); returns `path`."""
+    from jobs.readers.report import gather
+    from jobs.readers.report_page import render
+
+    page = render(gather(tables, group_ids, since))
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(page, encoding="utf-8")
+        temporary.replace(path)
+    except OSError as e:
+        temporary.unlink(missing_ok=True)
+        raise BadInput(f"--to {path}: cannot write ({e.strerror})") from None
+    return path
+
+
 @cli.command("reset-offsets")
 @click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
 @storage_option
 @click.option("--group", "group_id", required=True, metavar="G", help="Group id.")
 @click.option("--topic", metavar="T", help="Only this topic's partitions.")
-def reset_offsets(output: str, storage_option: tuple[str, ...], group_id: str, topic: str | None) -> None:
+@click.option("--as-of", metavar="TIME", help="The offsets of the newest run whose as_of is at or before TIME "
+              "(ISO-8601 or epoch ms), instead of the newest run's.")
+@click.option("--bootstrap-server", metavar="HOST:PORT", help="Show the plan against this cluster's current offsets "
+              "(a dry run), or with --execute commit it there.")
+@click.option("--execute", is_flag=True, help="Commit the plan to --bootstrap-server (the group must be Empty or gone "
+              "there), then read the offsets back; exit 1 naming any partition that differs.")
+@click.option("--kafka-config", metavar="FILE", help="Client properties for --bootstrap-server (the format of Kafka "
+              "tools' --command-config).")
+@click.option("--kafka-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Bound on every cluster request (default 30).")
+def reset_offsets(output: str, storage_option: tuple[str, ...], group_id: str, topic: str | None, as_of: str | None,
+                  bootstrap_server: str | None, execute: bool, kafka_config: str | None,
+                  kafka_timeout: float | None) -> None:
     """Print the group's committed offsets as `topic,partition,offset` lines (no header, sorted), at the
-    as_of of the newest complete rebuild: the CSV `kafka-consumer-groups.sh --reset-offsets --from-file` reads.
-    No Spark.
+    as_of of the newest complete rebuild (or --as-of an earlier one): the CSV `kafka-consumer-groups.sh
+    --reset-offsets --from-file` reads. With --bootstrap-server: the plan beside the cluster's current offsets, and
+    with --execute committed there through the admin API and read back. No Spark.
 
-    Example: offsetlake reset-offsets --output tables/ --group my-group > plan.csv && kafka-consumer-groups.sh
-    --bootstrap-server b:9092 --group my-group --reset-offsets --from-file plan.csv --execute
+    Example: offsetlake reset-offsets --output tables/ --group my-group --bootstrap-server b:9092 --execute
     """
-    from jobs.readers.reset_offsets import reset_plan
+    from jobs.readers.reset_offsets import plan_rows, reset_plan, restore
 
-    click.echo(reset_plan(_tables(output, storage_option), group_id, topic), nl=False)
+    if (execute or kafka_config or kafka_timeout) and not bootstrap_server:
+        raise BadInput("--execute, --kafka-config and --kafka-timeout need --bootstrap-server HOST:PORT (the cluster "
+                       "to commit to)")
+    tables = _tables(output, storage_option)
+    if not bootstrap_server:
+        click.echo(reset_plan(tables, group_id, topic, as_of), nl=False)
+        return
+    said = restore(plan_rows(tables, group_id, topic, as_of), group_id, bootstrap_server, kafka_config, kafka_timeout,
+                   execute, show=lambda text: click.echo(text, nl=False))
+    click.echo(said, err=True, nl=False)
 
 
 @cli.command()
@@ -444,7 +564,8 @@ def bench(records: int, dump: str | None, work: str, source_format: str, repeat:
               help="Where the sample dump and its tables go.")
 @click.option("--records", type=click.IntRange(min=1), default=20_000, show_default=True)
 def demo(workdir: str, records: int) -> None:
-    """Generate a sample dump, rebuild it, and show the tables (the README's first command).
+    """Generate a sample dump, rebuild it, show the tables and write the report (DIR/report.html): the README's
+    first command.
 
     The same records are written as a broker log dir too, to try `rebuild --source segments:DIR` on.
     """
@@ -454,21 +575,39 @@ def demo(workdir: str, records: int) -> None:
 
     base = Path(output_folder(workdir, "--dir", local=True).path)  # before the sample is written there
 
+    from jobs.lake.storage import located
     from jobs.tools.sample import write_sample
     from jobs.readers.views import show_tables
 
     dump, ends, logs, tables = base / "dump", base / "end-offsets.txt", base / "kafka-logs", base / "tables"
+    starts = base / "log-start-offsets.txt"
     shutil.rmtree(logs, ignore_errors=True)  # the demo's own folder: a rerun writes it anew
-    stats = write_sample(dump, records, seed=7, end_offsets=ends, log_dir=logs)
+    stats = write_sample(dump, records, seed=7, end_offsets=ends, log_dir=logs, log_starts=starts)
     log.info("sample dump: %s (%d records, %d groups), also as a broker log dir: %s", dump, stats["records"],
              stats["groups"], logs)
     summary = run_rebuild(source=f"parquet:{dump}", output=str(tables), as_of=None, retention_minutes=None,
-                          end_offsets=str(ends), topic_ids=None)
+                          end_offsets=str(ends), log_start_offsets=str(starts), topic_ids=None, cluster="demo")
     click.echo(show_tables(tables, 3), nl=False)
-    log.info("next: offsetlake describe --output %s --group %s --members", tables, stats["example_group"])
-    log.info("next: offsetlake rebuild --source segments:%s --output %s-from-segments --end-offsets %s",
-             logs, tables, ends)
-    click.echo(json.dumps(summary))
+    page = write_report(located(str(tables)), base / "report.html")
+    me = command_name()
+    log.info("next: %s describe --output %s --group %s --members", me, tables, stats["example_group"])
+    log.info("next: %s describe --output %s --group %s", me, tables, stats["example_share_group"])
+    log.info("next: %s groups --output %s; %s metrics --output %s", me, tables, me, tables)
+    log.info("next: %s rebuild --source segments:%s --output %s-from-segments --end-offsets %s", me, logs, tables, ends)
+    log.info("report: %s (open it in a browser)", page)
+    click.echo(json.dumps({**summary, "report": str(page)}))
+
+
+def command_name() -> str:
+    """How to run offsetlake again from this shell: `offsetlake` when that is this command on PATH, else the path
+    this process was started by, as it was typed (e.g. .venv/bin/offsetlake, when the venv is not activated)."""
+    import shutil
+
+    started = Path(sys.argv[0])
+    found = shutil.which("offsetlake")
+    if started.name != "offsetlake" or (found and Path(found).resolve() == started.resolve()):
+        return "offsetlake"
+    return str(started)
 
 
 def main() -> None:

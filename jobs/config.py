@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -76,6 +77,13 @@ class SourceSpec:
         return f"{self.kind}:{self.location}"
 
 
+def source_folder_name(location: str) -> str:
+    """The last folder name of a dump's or log dir's location (a path or a URI), e.g. `offsets` of s3://dumps/offsets/."""
+    trimmed = location.rstrip("/")
+    name = trimmed.rsplit("/", 1)[-1]
+    return name or trimmed or location
+
+
 def log_dir(location: str) -> Path:
     """The folder of `segments:DIR`: a broker log dir, a folder of them, or one partition folder."""
     root = Path(location)
@@ -115,6 +123,10 @@ def output_folder(location: str, option: str = "--output", *, new: bool = False,
         raise BadInput(f"{option} {location}: cannot be created: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only filesystem, even for root
         raise BadInput(f"{option} {location}: cannot write in {existing} (permission denied)")
+    try:  # access() says yes to root where no folder can be made (/proc, /sys): a folder made and removed says
+        os.rmdir(tempfile.mkdtemp(prefix=".offsetlake-check-", dir=existing))
+    except OSError as e:
+        raise BadInput(f"{option} {location}: cannot write in {existing} ({e.strerror or e})") from None
     return where
 
 
@@ -125,19 +137,19 @@ def storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
     return parse_storage_options(pairs)
 
 
-def parse_time(text: str) -> datetime:
+def parse_time(text: str, option: str = "--as-of") -> datetime:
     """ISO-8601 (a naive time is taken as UTC) or epoch milliseconds -> aware UTC datetime."""
     text = text.strip()
     if re.fullmatch(r"-?\d+", text):
         try:
             return datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
-            raise BadInput(f"--as-of {text!r}: epoch milliseconds out of range") from None
+            raise BadInput(f"{option} {text!r}: epoch milliseconds out of range") from None
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise BadInput(
-            f"--as-of {text!r}: expected ISO-8601 (2026-11-21T08:00:00Z) or epoch milliseconds"
+            f"{option} {text!r}: expected ISO-8601 (2026-11-21T08:00:00Z) or epoch milliseconds"
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
@@ -232,6 +244,17 @@ class RebuildConfig:
     storage: tuple[tuple[str, str], ...] = ()  # --storage-option pairs (jobs.lake.storage)
     archive: bool = False  # keep every raw record read in DIR/raw_records; read only what is not there yet
     lock_lease_seconds: float = 300.0  # the output lock's lease (jobs.lake.output_lock)
+    log_start_offsets: str | None = None  # a file of log start offsets (kafka-get-offsets.sh --time -2)
+    cluster: str | None = None  # the cluster's name in _runs and metrics (None: cluster_name's default)
+
+    @property
+    def cluster_name(self) -> str:
+        """--cluster, else the bootstrap servers of a kafka: source, else the dump's or log dir's folder name."""
+        if self.cluster:
+            return self.cluster
+        if self.source.kind == "kafka":
+            return self.source.location
+        return source_folder_name(self.source.location)
 
     @property
     def retention_ms(self) -> int:
@@ -266,6 +289,8 @@ class RebuildConfig:
         workers: int | None = None,
         archive: bool = False,
         lock_lease: float | None = None,
+        log_start_offsets: str | None = None,
+        cluster: str | None = None,
     ) -> "RebuildConfig":
         conf = defaults()["rebuild"]
         retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
@@ -285,6 +310,11 @@ class RebuildConfig:
         if not lease > 0:
             raise BadInput(f"--lock-lease {lock_lease if lock_lease is not None else lease}: must be a positive "
                            f"number of seconds")
+        if log_start_offsets is not None and end_offsets is None:
+            raise BadInput(f"--log-start-offsets {log_start_offsets}: given without --end-offsets (the log start "
+                           "offsets complete end-offset snapshots)")
+        if cluster is not None and not cluster.strip():
+            raise BadInput("--cluster: an empty name")
         if keep_runs is not None and keep_runs < 1:
             raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
         storage = storage_options(storage_option)
@@ -307,5 +337,7 @@ class RebuildConfig:
             storage=tuple(sorted(storage.items())),
             archive=archive or bool(conf.get("archive", False)),
             lock_lease_seconds=lease,
+            log_start_offsets=log_start_offsets,
+            cluster=cluster.strip() if cluster is not None else None,
         )
         return cfg

@@ -12,3 +12,8 @@ class RunFailed(Exception):
 
 class LockLost(RunFailed):
     """This run no longer holds its output (jobs.lake.output_lock): it must not commit anything more."""
+
+
+class Refused(RunFailed):
+    """The work was tried and the world said no (a cluster refused a commit, what was read back differs); the CLI
+    prints it on one line, without the traceback hint of an internal error, and exits with status 1."""

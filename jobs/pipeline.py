@@ -135,8 +135,10 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         # that died after its append left rows no complete run holds).
         archived = [ARCHIVE, ARCHIVE_OFFSETS] if archive is not None else []
         kept = [REPLAY_STATE, FOLD_STATE] if keep_log else []  # replaced, as the state tables are
+        info = {"cluster": cfg.cluster_name, "started_at": started_at, "records_read": summary["records_read"],
+                "records_quarantined": summary["records_quarantined"]}
         sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
-                    appends=(ARCHIVE,) if archive is not None and archive.version is not None else ())
+                    appends=(ARCHIVE,) if archive is not None and archive.version is not None else (), info=info)
         vacuumed = keep_runs(cfg.output, cfg.keep_runs, lock.check) if cfg.keep_runs else None
     except BaseException:
         runner.close()
@@ -243,7 +245,8 @@ def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None,
         at_as_of = history_rows(fetched.drop_columns(["fetched_at"]), as_of)
         return {"history": merge_history(previous, history_rows(fetched, as_of)),
                 "lag": history_rows(fetched, as_of), "status": merge_history(previous, at_as_of)}
-    new = history_rows(load_end_offsets(cfg.end_offsets, dict(cfg.storage)), as_of) if cfg.end_offsets else None
+    new = history_rows(load_end_offsets(cfg.end_offsets, dict(cfg.storage), cfg.log_start_offsets), as_of) \
+        if cfg.end_offsets else None
     history = previous if new is None else merge_history(previous, new)
     return {"history": history, "lag": history, "status": history}
 
@@ -312,6 +315,7 @@ def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[s
         "retention_minutes": cfg.retention_minutes,
         "delta_engine": sink.engine,
         "output": cfg.output.uri,
+        "cluster": cfg.cluster_name,
     }
     summary["foreign_records"] = foreign
     if foreign:

@@ -36,7 +36,13 @@ RUNS_SCHEMA = pa.schema([
     ("source", pa.string()),
     ("delta_engine", pa.string()),
     ("tables", pa.list_(pa.struct([("table", pa.string()), ("version", pa.int64())]))),
+    # What `offsetlake metrics` reports of the run itself (null in rows of runs before them).
+    ("cluster", pa.string()),
+    ("started_at", pa.timestamp("us", tz="UTC")),
+    ("records_read", pa.int64()),
+    ("records_quarantined", pa.int64()),
 ])
+RUN_INFO = ("cluster", "started_at", "records_read", "records_quarantined")  # record_run's `info`
 # _runs gains one small file per run; past this many it is compacted, so readers open few files.
 RUNS_FILES_BEFORE_COMPACTION = 64
 # Every committed version stays readable: delta-rs would otherwise delete log entries older than 30 days at its
@@ -133,9 +139,11 @@ def committed_version(path: Location | str, run_id: str) -> int:
 
 
 def record_run(output: Location | str, run_id: str, versions: dict[str, int], as_of: datetime | None,
-               source: str | None, engine: str, guard: Callable[[], None] | None = None) -> None:
-    """Append the run's row to DIR/_runs: the commit point after which readers see this run's tables; `guard`:
-    the lock's check (a run that lost its output records nothing)."""
+               source: str | None, engine: str, info: dict[str, Any] | None = None,
+               guard: Callable[[], None] | None = None) -> None:
+    """Append the run's row to DIR/_runs: the commit point after which readers see this run's tables. `info`: the
+    columns of RUN_INFO (the cluster's name, when the run started, its records); `guard`: the lock's check (a run
+    that lost its output records nothing)."""
     from deltalake import write_deltalake
     from deltalake.transaction import CommitProperties
 
@@ -146,6 +154,7 @@ def record_run(output: Location | str, run_id: str, versions: dict[str, int], as
         "source": [source],
         "delta_engine": [engine],
         "tables": [[{"table": t, "version": v} for t, v in versions.items()]],
+        **{name: [(info or {}).get(name)] for name in RUN_INFO},
     }, schema=RUNS_SCHEMA)
     path = located(output).child(RUNS_TABLE)
     once = CommitProperties(custom_metadata=commit_metadata(run_id), max_commit_retries=0)

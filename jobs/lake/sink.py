@@ -107,10 +107,11 @@ class TableSink:
         return data.head(n, columns=columns).to_pylist() if data is not None else []
 
     def commit(self, as_of: datetime | None = None, source: str | None = None, tables: list[str] | None = None,
-               appends: tuple[str, ...] = ()) -> dict[str, str]:
+               appends: tuple[str, ...] = (), info: dict[str, Any] | None = None) -> dict[str, str]:
         """Replace every table of `tables` (default: all; one nothing staged is empty), but append to those of
         `appends` (raw_records: the archive grows), and with snapshots this as_of's partition of each snapshot
-        table, then record the run (its commit point); returns table -> Delta path."""
+        table, then record the run (its commit point, with `info`: jobs.lake.runs.RUN_INFO); returns table -> Delta
+        path."""
         if self.snapshots and as_of is None:
             raise ValueError("snapshots need the run's as_of")
         written, versions = self.committed, {}
@@ -140,7 +141,7 @@ class TableSink:
                 versions[path] = committed_version(target, run_id)
                 written[path] = target.uri
                 kill_point(f"committed:{len(written)}")
-            record_run(self.output, run_id, versions, as_of, source, self.engine, self.guard)
+            record_run(self.output, run_id, versions, as_of, source, self.engine, info, self.guard)
             kill_point("recorded")
         finally:
             self.discard(committed=written)

@@ -98,8 +98,11 @@ def _b64(data: bytes | None) -> str | None:
 
 
 def show_tables(output: Location, rows: int) -> str:
-    """Each table's path, row count and first rows (of the newest complete run), as plain text."""
+    """Each table's path, row count and first rows (of the newest complete run) as the aligned table `sql` prints."""
+    import pyarrow as pa
+
     from jobs.lake.runs import snapshot
+    from jobs.readers.sql import table_text
 
     tables = snapshot(output, known_tables())
     lines = [run_line(tables.run)] if tables.run else []
@@ -110,10 +113,12 @@ def show_tables(output: Location, rows: int) -> str:
                 lines.append(f"{table}: (missing) {path}")
             continue
         data = tables.open(table).to_pyarrow_dataset()
-        head = data.head(rows).to_pylist() if rows else []
         label = tables.label(table)
         lines.append(f"{table}: {data.count_rows()} rows  {path}" + (f"  ({label})" if label else ""))
-        lines += [f"  {_short(r)}" for r in head]
+        if rows:
+            head = data.head(rows)
+            text, _ = table_text(pa.RecordBatchReader.from_batches(head.schema, head.to_batches()), rows)
+            lines += ["  " + line for line in text.splitlines()[:-1]]  # the aligned table `sql` prints, indented
     return "\n".join(lines) + "\n"
 
 
@@ -124,16 +129,6 @@ def run_line(run: dict) -> str:
     as_of = iso_utc(run["as_of"]) if run["as_of"] else "-"
     finished = iso_utc(run["finished_at"].replace(microsecond=0))
     return f"run {run['run_id']}: as of {as_of}, finished {finished}, from {run['source'] or '-'}"
-
-
-def _short(row: dict) -> str:
-    parts = []
-    for k, v in row.items():
-        if isinstance(v, bytes):
-            v = v.hex()[:24] + ("…" if len(v) > 12 else "")
-        parts.append(f"{k}={v}")
-    text = ", ".join(parts)
-    return text if len(text) <= 240 else text[:239] + "…"
 
 
 def register_tables(spark, output: "Location | str", prefix: str = "") -> list[str]:

@@ -41,7 +41,8 @@ def task_logger() -> logging.Logger:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("offsetlake: %(message)s"))
         worker.addHandler(handler)
-        worker.setLevel(logging.INFO)
+        # --debug in the driver (inherited by a forked worker) shows the per-task lines logged at debug level.
+        worker.setLevel(logging.DEBUG if logging.getLogger("offsetlake").isEnabledFor(logging.DEBUG) else logging.INFO)
         worker.propagate = False
     return worker
 
