@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.config import RebuildConfig
+from jobs.errors import LockLost
 from jobs.derive.end_offsets import Snapshots, history_rows, merge_history
 from jobs.derive.members import topic_names
 from jobs.derive.stage import INPUTS as DERIVE_INPUTS, OUTPUTS as DERIVE_OUTPUTS, DeriveSettings, derive_partition
@@ -140,9 +141,14 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
                     appends=(ARCHIVE,) if archive is not None and archive.version is not None else (), info=info)
         vacuumed = keep_runs(cfg.output, cfg.keep_runs, lock.check) if cfg.keep_runs else None
-    except BaseException:
+    except BaseException as failure:
         runner.close()
         sink.discard()
+        if not isinstance(failure, LockLost):
+            try:
+                lock.check()  # a run whose output was taken over failed for that reason (its files removed)
+            except LockLost as lost:
+                raise lost from failure
         raise
     log.info("wrote the tables under %s with %s", cfg.output, sink.engine)
     return {**summary, "topic_ids": len(topic_ids), "run_id": run_id, "seconds": round(time.monotonic() - started, 2),

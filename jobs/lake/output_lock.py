@@ -33,7 +33,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -107,7 +107,7 @@ class OutputLock:
         lock._beat = threading.Thread(target=lock._heartbeat, name="offsetlake-lock", daemon=True)
         lock._beat.start()
         if clean_up:
-            recover(lock.output, run_id)
+            recover(lock.output, run_id, lock.check)
         return lock
 
     def check(self) -> None:
@@ -410,10 +410,12 @@ def fence(output: Location, epoch: int, run_id: str) -> None:
                               storage_options=path.storage_options, commit_properties=tag)
 
 
-def recover(output: Location, run_id: str) -> None:
+def recover(output: Location, run_id: str, guard: Callable[[], None] | None = None) -> None:
     """Clean up after runs that died writing `output` (the caller holds its lock, so none is running, and a hung
     one is fenced): their staging areas, the files they staged in table folders but never committed, and tables
-    whose newest version a dead run committed, restored to the newest version of a complete run."""
+    whose newest version a dead run committed, restored to the newest version of a complete run. `guard`: the
+    lock's check, between listing what goes and removing it (a run that takes the output over from this one
+    stages under its own name, after that check), and before each restore."""
     from jobs.lake.runs import committed_by, finished_runs, is_table, restore_unfinished
     from jobs.lake.tables import SNAPSHOTS, STAGED_TABLES
 
@@ -423,23 +425,37 @@ def recover(output: Location, run_id: str) -> None:
     # finished may have committed some tables before it died: only the folders no version references go.
     tables = [t for t in (*output.children(), *output.child(SNAPSHOTS).children())
               if not t.name.startswith("_") or t.name in STAGED_TABLES]
+    doomed = []
     for table in tables:
         for folder in table.children():
             dead_run = folder.name[len(RUN_FOLDER):] if folder.name.startswith(RUN_FOLDER) else None
             if dead_run is None or dead_run in finished:
                 continue
             if not is_table(table) or not committed_by(table, dead_run):
-                folder.remove()
+                doomed.append(folder)
                 dead.add(dead_run)
+    if guard is not None:
+        guard()
+    for folder in doomed:
+        _remove(folder)
     for area in dead:
-        output.child(STAGING_DIR, area).remove()
+        _remove(output.child(STAGING_DIR, area))
         log.warning("removed what run %s, which did not finish, left behind", area)
-    restored = restore_unfinished(output)
+    restored = restore_unfinished(output, guard)
     if restored:
         log.warning("restored %s to the newest complete run's version (a run died after replacing them)",
                     ", ".join(restored))
     staging = output.child(STAGING_DIR)
     if staging.is_dir() and not staging.children():
-        staging.remove()
+        _remove(staging)
+
+
+def _remove(folder: Location) -> None:
+    """Remove what a run left behind; a run taken over while it still ran (a taker with a clock ahead) may still
+    be writing there until its next check fences it: what it adds meanwhile, the next run removes."""
+    try:
+        folder.remove()
+    except OSError as e:
+        log.debug("left %s for the next run: %s", folder, e)
 
 

@@ -41,6 +41,9 @@ RUNS_SCHEMA = pa.schema([
     ("started_at", pa.timestamp("us", tz="UTC")),
     ("records_read", pa.int64()),
     ("records_quarantined", pa.int64()),
+    # The version of _runs this row was committed at: the order runs were recorded in, which decides the newest
+    # (finished_at is a clock's, and the hosts' clocks may disagree). Null in rows of runs before it.
+    ("recorded_version", pa.int64()),
 ])
 RUN_INFO = ("cluster", "started_at", "records_read", "records_quarantined")  # record_run's `info`
 # _runs gains one small file per run; past this many it is compacted, so readers open few files.
@@ -147,23 +150,28 @@ def record_run(output: Location | str, run_id: str, versions: dict[str, int], as
     from deltalake import write_deltalake
     from deltalake.transaction import CommitProperties
 
-    row = pa.table({
-        "run_id": [run_id],
-        "as_of": [_utc(as_of)],
-        "finished_at": [datetime.now(timezone.utc)],
-        "source": [source],
-        "delta_engine": [engine],
-        "tables": [[{"table": t, "version": v} for t, v in versions.items()]],
-        **{name: [(info or {}).get(name)] for name in RUN_INFO},
-    }, schema=RUNS_SCHEMA)
+    def row(version: int) -> pa.Table:
+        return pa.table({
+            "run_id": [run_id],
+            "as_of": [_utc(as_of)],
+            "finished_at": [datetime.now(timezone.utc)],
+            "source": [source],
+            "delta_engine": [engine],
+            "tables": [[{"table": t, "version": v} for t, v in versions.items()]],
+            **{name: [(info or {}).get(name)] for name in RUN_INFO},
+            "recorded_version": [version],
+        }, schema=RUNS_SCHEMA)
+
     path = located(output).child(RUNS_TABLE)
     once = CommitProperties(custom_metadata=commit_metadata(run_id), max_commit_retries=0)
-    def commit(runs: Any) -> None:
+
+    def commit(runs: Any) -> None:  # without retries, the commit lands at the version read plus one, or fails
         if runs is None:
-            write_deltalake(path.delta_uri, row, mode="error", configuration=TABLE_PROPERTIES,
+            write_deltalake(path.delta_uri, row(0), mode="error", configuration=TABLE_PROPERTIES,
                             storage_options=path.storage_options, commit_properties=once)
         else:
-            write_deltalake(runs, row, mode="append", schema_mode="merge", commit_properties=once)
+            write_deltalake(runs, row(runs.version() + 1), mode="append", schema_mode="merge",
+                            commit_properties=once)
 
     fenced_commit(path, commit, guard)
     runs = delta_table(path)
@@ -224,7 +232,7 @@ def snapshot(output: Location | str, tables: Iterable[str]) -> Snapshot:
     """Which version of each of `tables` to read under `output`: those of the newest complete run."""
     output = located(output)
     runs = finished_runs(output)
-    newest = max(runs, key=lambda r: r["finished_at"]) if runs else None
+    newest = runs[-1] if runs else None  # finished_runs: in the order they were recorded
     recorded = {t["table"]: t["version"] for t in newest["tables"]} if newest else {}
     finished = {r["run_id"] for r in runs}
     versions, earlier = {}, {}
@@ -240,7 +248,7 @@ def snapshot(output: Location | str, tables: Iterable[str]) -> Snapshot:
                 earlier[table] = wrote
                 version = next(t["version"] for t in wrote["tables"] if t["table"] == table)
             else:
-                version = _newest_finished_version(where, finished)
+                version = _newest_finished_version(delta_table(where), finished)
         if version is not None:
             versions[table] = version
     return Snapshot(output, versions, newest, earlier)
@@ -265,13 +273,19 @@ def finished_runs(output: Location | str) -> list[dict[str, Any]]:
     found = QueryBuilder().register("runs", delta_table(path)).execute("SELECT * FROM runs")
     table = pa.RecordBatchReader.from_stream(found).read_all()
     table = table.cast(pa.schema([f.with_type(utc_micros(f.type, tz=None)) for f in table.schema]))
-    return sorted(table.to_pylist(), key=lambda r: r["finished_at"])
+    return sorted(table.to_pylist(), key=recorded_order)
 
 
-def _newest_finished_version(path: Location, finished: set[str]) -> int | None:
-    """The newest version not written by an unfinished run; None when every version was."""
-    table = delta_table(path)
+def recorded_order(run: dict[str, Any]) -> tuple:
+    """The sort key of _runs rows in the order they were recorded: rows of earlier releases (no
+    recorded_version, always before the others) by finished_at."""
+    version = run.get("recorded_version")
+    return (version is not None, version if version is not None else 0, run["finished_at"])
 
+
+def _newest_finished_version(table: Any, finished: set[str]) -> int | None:
+    """The newest version of `table` (a DeltaTable) not written by an unfinished run; None when every version
+    was."""
     def ok(commit: dict[str, Any]) -> bool:
         run_id = run_id_of(commit)
         return run_id is None or run_id in finished
@@ -324,25 +338,36 @@ def name_in(output: Location, table: Location) -> str:
     return table.path[len(output.path):].strip("/")
 
 
-def restore_unfinished(output: Location) -> list[str]:
+def restore_unfinished(output: Location, guard: Callable[[], None] | None = None) -> list[str]:
     """Tables whose newest version was committed by a run that never recorded itself (it died between its
     commits), restored to their newest version of a complete run, so that a plain Delta reader, which reads
-    each table's newest version, sees one whole run again. Returns their names."""
+    each table's newest version, sees one whole run again; each restore a fenced commit (`guard`: the lock's
+    check). Returns their names."""
+    from deltalake.transaction import CommitProperties
+
     finished = {r["run_id"] for r in finished_runs(output)}
-    restored = []
-    for path in table_folders(output):
-        table = delta_table(path)
-        commits = table.history(1)
-        if is_fence(commits[0]):  # a takeover fenced it: whose data the fence holds lies below
-            commits = [c for c in table.history() if not is_fence(c)][:1]
-        newest = run_id_of(commits[0]) if commits else None
-        if newest is None or newest in finished:
-            continue
-        version = _newest_finished_version(path, finished)
+    once = CommitProperties(max_commit_retries=0)
+
+    def restore(table: Any) -> bool:
+        if not _by_unfinished(table, finished):
+            return False
+        version = _newest_finished_version(table, finished)
         if version is not None:
-            table.restore(version)
-            restored.append(name_in(output, path))
-    return restored
+            table.restore(version, commit_properties=once)
+        return version is not None
+
+    return [name_in(output, path) for path in table_folders(output)
+            if _by_unfinished(delta_table(path), finished) and fenced_commit(path, restore, guard)]
+
+
+def _by_unfinished(table: Any, finished: set[str]) -> bool:
+    """The newest data of `table` was committed by a run that never recorded itself (a fence holds the data of
+    the commit below it)."""
+    commits = table.history(1)
+    if commits and is_fence(commits[0]):
+        commits = [c for c in table.history() if not is_fence(c)][:1]
+    newest = run_id_of(commits[0]) if commits else None
+    return newest is not None and newest not in finished
 
 
 def keep_runs(output: Location | str, runs: int, guard: Callable[[], None] | None = None) -> dict[str, int]:

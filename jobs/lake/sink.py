@@ -152,10 +152,13 @@ class TableSink:
         this sink committed; their files are the tables' now, even when the run then fails: the next run restores
         the tables); after a commit, or after a failure, once no worker writes there."""
         committed = self.committed if committed is None else committed
-        for table in STAGED_TABLES:
-            if self.engine == "spark" or table not in (committed or {}):
-                self.staged(table).remove()
-        new_staging(self.output, self.run_id).remove()
+        try:
+            for table in STAGED_TABLES:
+                if self.engine == "spark" or table not in (committed or {}):
+                    self.staged(table).remove()
+            new_staging(self.output, self.run_id).remove()
+        except OSError as e:  # a run that took the output over may be removing them too: the next run finishes
+            log.debug("left some staged files of run %s for the next run: %s", self.run_id, e)
         try:
             if self.guard is not None:
                 self.guard()

@@ -53,13 +53,13 @@ def _run_tables(output: Location, as_of: str | None) -> Snapshot:
     if as_of is None:
         return snapshot(output, READS)  # one run's tables, even while a rebuild is committing
     from jobs.config import parse_time
-    from jobs.lake.runs import finished_runs
+    from jobs.lake.runs import finished_runs, recorded_order
 
     moment = parse_time(as_of).replace(tzinfo=None)  # the runs' times are naive UTC
     runs = [r for r in finished_runs(output) if r["as_of"] is not None and r["as_of"] <= moment]
     if not runs:
         raise BadInput(f"--as-of {as_of}: no complete run under {output} describes that moment or an earlier one")
-    run = max(runs, key=lambda r: (r["as_of"], r["finished_at"]))
+    run = max(runs, key=lambda r: (r["as_of"], recorded_order(r)))
     versions = {t["table"]: t["version"] for t in run["tables"] if t["table"] in READS}
     return Snapshot(output, versions, run)
 

@@ -293,3 +293,16 @@ def test_keep_runs_deletes_only_what_older_versions_reference(tmp_path):
         assert table.column("committed_offset").to_pylist() == [committed]
     with pytest.raises(Exception):
         DeltaTable(str(tmp_path / "committed_offsets"), version=0).to_pyarrow_table()
+
+
+def test_the_newest_run_is_the_one_recorded_last_whatever_its_clock_said(tmp_path):
+    from jobs.lake.runs import record_run
+
+    first = commit_run(tmp_path, offsets(10))
+    # A run on a host whose clock is a day ahead finished "tomorrow": recorded first, it is not the newest.
+    record_run(tmp_path, "ahead", {}, None, "parquet:/ahead", "delta-rs")
+    DeltaTable(str(tmp_path / "_runs")).update(updates={"finished_at": "finished_at + INTERVAL '1 day'"},
+                                               predicate="run_id = 'ahead'")
+    last = commit_run(tmp_path, offsets(30))
+    assert [r["run_id"] for r in finished_runs(tmp_path)] == [first, "ahead", last]
+    assert snapshot(tmp_path, ["committed_offsets"]).run["run_id"] == last
