@@ -116,3 +116,26 @@ def test_a_restarted_container_with_the_same_host_name_takes_the_output_over_onc
     assert retry.returncode == 0, retry.stderr
     assert time.monotonic() - started >= 2  # not before its heartbeat was older than the lease (3 s)
     assert len(finished_runs(out)) == 1
+
+
+def test_unlock_prints_the_holder_and_breaks_only_a_stale_lock_unless_forced(inputs, tmp_path):
+    from click.testing import CliRunner
+
+    from jobs.cli import cli
+    from jobs.lake.output_lock import OutputLock
+
+    out = tmp_path / "tables"
+    assert offsetlake("rebuild", "--source", f"parquet:{inputs['first']}", "--output", str(out),
+                      cwd=tmp_path).returncode == 0
+    assert CliRunner().invoke(cli, ["unlock", "--output", str(out)]).stdout == f"{out}: nobody holds the lock\n"
+    held = OutputLock.acquire(out, "stuck", lease_seconds=600)
+    held._stop.set()  # a holder whose heartbeat is fresh
+    refused = CliRunner().invoke(cli, ["unlock", "--output", str(out)])
+    assert refused.exit_code == 2 and "run stuck" in refused.stderr and "is writing these tables" in refused.stderr
+    assert refused.stdout.startswith(f"{out}: held by run stuck (process {os.getpid()} on ")
+    forced = CliRunner().invoke(cli, ["unlock", "--output", str(out), "--force"])
+    assert forced.exit_code == 0 and forced.stdout.splitlines()[-1] == (
+        f"{out}: lock removed; the next rebuild cleans up after run stuck")
+    assert holder_of(out) is None
+    assert offsetlake("rebuild", "--source", f"parquet:{inputs['second']}", "--output", str(out),
+                      cwd=tmp_path).returncode == 0
