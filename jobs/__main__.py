@@ -4,7 +4,7 @@
     python -m jobs --source parquet:/dumps/offsets --output /lake/offsets
 
 On a cluster, install the wheel (`python -m build --wheel`: it holds schemas/ and conf/ too) in a Python every
-node runs and submit this file from the installed package (README: Deploying; conf/spark-submit-daily.sh).
+node runs and submit this file from the installed package (README: Where it runs; conf/spark-submit-daily.sh).
 """
 import sys
 from pathlib import Path

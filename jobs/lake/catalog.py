@@ -7,7 +7,7 @@ What an entry is depends on what Spark can read:
   itself, so the entry follows every later rebuild.
 * Without it, Spark cannot read Delta at all, and a Parquet table over DIR/<table> would be wrong: a
   replaced version's files stay in the folder (until VACUUM) and would be read as well. So each entry is
-  a view over exactly the files of the table's version in the newest complete run (jobs/runs.py), hard
+  a view over exactly the files of the table's version in the newest complete run (jobs/lake/runs.py), hard
   linked into the catalog folder (copied when a hard link cannot be made): the files of that version and
   nothing else, even after a VACUUM of the table. A snapshot table's partitions become folders
   `as_of_us=<epoch microseconds>`, which the view turns back into the `as_of` timestamp (no time zone

@@ -3,7 +3,7 @@
 Each table is replaced in its own Delta commit, so a run killed between two commits would leave some tables
 new and some old. Runs make the set atomic:
 
-* Writing (jobs/sink.py): every table commit carries the run's id, as commit metadata `offsetlake.run_id`
+* Writing (jobs/lake/sink.py): every table commit carries the run's id, as commit metadata `offsetlake.run_id`
   (Spark's Delta writer can only set `userMetadata`, which then reads `offsetlake.run_id=<id>`). After the
   last table, one row is appended to the Delta table `DIR/_runs`: run_id, as_of, finished_at, source,
   delta_engine and the version of every table. That append is the run's commit point.

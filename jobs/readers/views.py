@@ -135,7 +135,7 @@ def register_tables(spark, output: "Location | str", prefix: str = "") -> list[s
     """Register every table under `output` as a temporary SQL view named `<prefix><table>` (snapshots:
     `<prefix>snapshots_<table>`).
 
-    Each table is read at its version of the newest complete run (jobs/runs.py): with Spark's Delta reader
+    Each table is read at its version of the newest complete run (jobs/lake/runs.py): with Spark's Delta reader
     (`versionAsOf`) when Delta is on the classpath, otherwise from the files of that version as delta-rs
     lists them (so a replaced table never shows its old files), a partition's files with its value.
     """
