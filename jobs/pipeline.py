@@ -140,7 +140,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         vacuumed = keep_runs(cfg.output, cfg.keep_runs, lock.check) if cfg.keep_runs else None
     except BaseException:
         runner.close()
-        sink.discard()
+        sink.discard(failed=True)
         raise
     log.info("wrote the tables under %s with %s", cfg.output, sink.engine)
     return {**summary, "topic_ids": len(topic_ids), "run_id": run_id, "seconds": round(time.monotonic() - started, 2),
