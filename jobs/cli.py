@@ -190,14 +190,19 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
     check_inputs(cfg)  # what the arguments point at, before the output is touched
 
     from jobs.lake.output_lock import OutputLock
-    from jobs.lake.runs import new_run_id
+    from jobs.lake.runs import new_run_id, storage_failures
 
-    # One run at a time per output: a second one is refused here, before Spark starts.
-    lock = OutputLock.acquire(cfg.output, new_run_id(), cfg.lock_lease_seconds)
-    try:
-        return _rebuild_holding(cfg, lock)
-    finally:
+    run_id = new_run_id()
+    with storage_failures(cfg.output, run_id):  # a full disk: its one line, saying what readers see
+        # One run at a time per output: a second one is refused here, before Spark starts.
+        lock = OutputLock.acquire(cfg.output, run_id, cfg.lock_lease_seconds)
+        try:
+            summary = _rebuild_holding(cfg, lock)
+        except BaseException:
+            lock.release(failed=True)
+            raise
         lock.release()
+        return summary
 
 
 def _rebuild_holding(cfg: Any, lock: Any) -> dict[str, Any]:

@@ -122,7 +122,8 @@ def output_folder(location: str, option: str = "--output", *, new: bool = False,
             raise BadInput(f"{option} {location}: is a file, not a folder")
         raise BadInput(f"{option} {location}: cannot be created: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only filesystem, even for root
-        raise BadInput(f"{option} {location}: cannot write in {existing} (permission denied)")
+        why = "read-only file system" if os.statvfs(existing).f_flag & os.ST_RDONLY else "permission denied"
+        raise BadInput(f"{option} {location}: cannot write in {existing} ({why})")
     try:  # access() says yes to root where no folder can be made (/proc, /sys): a folder made and removed says
         os.rmdir(tempfile.mkdtemp(prefix=".offsetlake-check-", dir=existing))
     except OSError as e:

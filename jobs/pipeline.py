@@ -143,7 +143,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         vacuumed = keep_runs(cfg.output, cfg.keep_runs, lock.check) if cfg.keep_runs else None
     except BaseException as failure:
         runner.close()
-        sink.discard()
+        sink.discard(failed=True)
         if not isinstance(failure, LockLost):
             try:
                 lock.check()  # a run whose output was taken over failed for that reason (its files removed)

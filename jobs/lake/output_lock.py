@@ -36,11 +36,10 @@ from functools import lru_cache
 from typing import Any, Callable
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from jobs.errors import BadInput, LockLost
 from jobs.lake.runs import FENCE_KEY, LOCK_TABLE
-from jobs.lake.storage import Location, first_line, located
+from jobs.lake.storage import Location, first_line, located, write_parquet
 
 log = logging.getLogger("offsetlake")
 STAGING_DIR = "_offsetlake_staging"
@@ -124,22 +123,29 @@ class OutputLock:
             if time.monotonic() - self.renewed_at > self.lease_seconds and not self._swap(table, holding=True):
                 self._lose(self._read()[1])
 
-    def release(self) -> None:
-        """Give the lock up (if this run still holds it)."""
+    def release(self, failed: bool = False) -> None:
+        """Give the lock up (if this run still holds it). Where the storage refuses (a full disk), the lock stays
+        as a killed run's would, and the next run takes it over; a warning says so, unless the run `failed` (its
+        own error is then the one line, which this one must not replace)."""
         self._stop.set()
-        with self._mutex:
-            if self.lost is not None:
-                return
-            for _ in range(3):
-                table, holder = self._read()
-                if holder is None or holder["run_id"] != self.run_id or self._swap(table, holding=False):
+        try:
+            with self._mutex:
+                if self.lost is not None:
                     return
+                for _ in range(3):
+                    table, holder = self._read()
+                    if holder is None or holder["run_id"] != self.run_id or self._swap(table, holding=False):
+                        return
+        except Exception as e:
+            (log.debug if failed else log.warning)(
+                "could not release the lock on %s (%s): the next run takes it over, at once on this host, elsewhere "
+                "once its heartbeat is %g s old", self.output, first_line(e), self.lease_seconds)
 
     def __enter__(self) -> "OutputLock":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        self.release(failed=kind is not None)
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.lease_seconds / RENEWALS_PER_LEASE):
@@ -248,7 +254,7 @@ class OutputLock:
             written = f"{self.run_id or 'unlock'}-{uuid.uuid4().hex[:12]}.parquet"
             file = self.table.child(written)
             self.table.mkdir()
-            pq.write_table(self._row(landing), file.path, filesystem=file.fs)
+            write_parquet(self._row(landing), file)
             info = file.fs.get_file_info(file.path)
             adds = [AddAction(written, info.size, {}, int(time.time() * 1000), True, '{"numRecords":1}')]
         once = CommitProperties(custom_metadata={LOCK_KEY: self.run_id}, max_commit_retries=0)

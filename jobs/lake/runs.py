@@ -15,15 +15,18 @@ new and some old. Runs make the set atomic:
 """
 from __future__ import annotations
 
+import errno
+import os
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 from urllib.parse import unquote
 
 import pyarrow as pa
 
-from jobs.lake.storage import Location, located
+from jobs.lake.storage import Location, located, os_cause, os_detail
 from jobs.lake.tables import utc_micros
 
 RUNS_TABLE = "_runs"
@@ -179,6 +182,36 @@ def record_run(output: Location | str, run_id: str, versions: dict[str, int], as
         if guard is not None:
             guard()
         runs.optimize.compact()  # its own commit, after the commit point: a failure here loses nothing
+
+
+# What the storage says when it cannot take a run's writes: the disk is full, the quota reached, the folder
+# read-only or no longer writable.
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
+
+
+@contextmanager
+def storage_failures(output: Location, run_id: str) -> Iterator[None]:
+    """Run `run_id`'s failure because the storage under `output` refused its writes (STORAGE_ERRNOS, as the
+    operating system or delta-rs report them) as RunFailed: one line that names the cause and says whether the
+    run was recorded, where it would be an internal error's."""
+    from jobs.errors import BadInput, RunFailed
+
+    try:
+        yield
+    except (BadInput, RunFailed):
+        raise
+    except Exception as e:
+        cause = os_cause(e)
+        if cause is None or cause not in {os.strerror(n) for n in STORAGE_ERRNOS}:
+            raise
+        try:
+            recorded = any(r["run_id"] == run_id for r in finished_runs(output))
+            after = (", after this run was recorded: readers see its tables" if recorded else
+                     ": this run recorded nothing (readers see the tables as they were), and the next run cleans "
+                     "up after it")
+        except Exception:  # noqa: BLE001 - the cause is still worth its line
+            after = ""
+        raise RunFailed(f"--output {output}: {cause} ({os_detail(e, cause)}){after}") from e
 
 
 def _utc(moment: datetime | None) -> datetime | None:

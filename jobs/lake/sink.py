@@ -35,7 +35,7 @@ from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
 from jobs.errors import LockLost
 from jobs.lake.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, fenced_commit, new_run_id,
                             record_run, run_id_of, spark_user_metadata)
-from jobs.lake.storage import Location
+from jobs.lake.storage import Location, write_parquet
 from jobs.lake.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, STAGED_TABLES, TABLES, arrow_schema, conform,
                               partition_columns, snapshot_table)
 
@@ -85,7 +85,7 @@ class TableSink:
         folder = self.staged(table)
         folder.mkdir()
         name = f"driver-{len(folder.children()):05d}.parquet"
-        pq.write_table(conform(rows, table), folder.child(name).path, filesystem=folder.fs)
+        write_parquet(conform(rows, table), folder.child(name))
 
     def _dataset(self, table: str) -> pads.Dataset | None:
         folder = self.staged(table)
@@ -143,22 +143,30 @@ class TableSink:
                 kill_point(f"committed:{len(written)}")
             record_run(self.output, run_id, versions, as_of, source, self.engine, info, self.guard)
             kill_point("recorded")
-        finally:
-            self.discard(committed=written)
+        except BaseException:
+            self.discard(committed=written, failed=True)
+            raise
+        self.discard(committed=written)
         return written
 
-    def discard(self, committed: dict[str, str] | None = None) -> None:
+    def discard(self, committed: dict[str, str] | None = None, failed: bool = False) -> None:
         """Remove the run's staging area, and its staged tables but those `committed` by delta-rs (default: those
         this sink committed; their files are the tables' now, even when the run then fails: the next run restores
-        the tables); after a commit, or after a failure, once no worker writes there."""
-        committed = self.committed if committed is None else committed
+        the tables); after a commit, or after a failure, once no worker writes there. After a failure (`failed`),
+        what cannot be removed (a read-only folder; a run that took the output over removing them too) is left to
+        the next run, and the run's own error told."""
         try:
-            for table in STAGED_TABLES:
-                if self.engine == "spark" or table not in (committed or {}):
-                    self.staged(table).remove()
-            new_staging(self.output, self.run_id).remove()
-        except OSError as e:  # a run that took the output over may be removing them too: the next run finishes
-            log.debug("left some staged files of run %s for the next run: %s", self.run_id, e)
+            self._discard(self.committed if committed is None else committed)
+        except Exception as e:
+            if not failed:
+                raise
+            log.debug("left the staged files of run %s to the next run: %s", self.run_id, e)
+
+    def _discard(self, committed: dict[str, str]) -> None:
+        for table in STAGED_TABLES:
+            if self.engine == "spark" or table not in (committed or {}):
+                self.staged(table).remove()
+        new_staging(self.output, self.run_id).remove()
         try:
             if self.guard is not None:
                 self.guard()

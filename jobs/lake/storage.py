@@ -12,6 +12,7 @@ paths on a Databricks node (its FUSE mounts), and Spark's paths there as written
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 from dataclasses import dataclass, field
@@ -214,8 +215,11 @@ def _aws_credentials(options: dict[str, str]) -> bool:
 
 def first_line(error: BaseException, limit: int = 300) -> str:
     """An error as one line of at most `limit` characters, naming the operating system's cause where a library
-    buried it (delta-rs: "Generic LocalFileSystem error: ... (os error 28)" is "No space left on device")."""
-    text = " ".join(str(error).split()) or type(error).__name__
+    buried it (delta-rs: "Generic LocalFileSystem error: ... (os error 28)" is "No space left on device"), without
+    the terminal colours delta-rs puts in its messages."""
+    import re
+
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(error)).split()) or type(error).__name__
     cause = os_cause(error)
     if cause is not None and cause.lower() not in text.lower():
         text = f"{cause}: {text}"
@@ -236,6 +240,49 @@ def os_cause(error: BaseException) -> str | None:
             return os.strerror(int(found.group(1) or found.group(2)))
         error = error.__cause__ or error.__context__
     return None
+
+
+def write_parquet(table: Any, where: Location, **options: Any) -> None:
+    """`table` as the Parquet file `where` (options: pyarrow's ParquetWriter's). Where the write fails (a full
+    disk), the file is closed once and removed: pyarrow's own write_table leaves its writer open, to be closed
+    again, and fail again, when it is collected (`close_parquet`)."""
+    import pyarrow.parquet as pq
+
+    writer = pq.ParquetWriter(where.path, table.schema, filesystem=where.fs, **options)
+    try:
+        try:
+            writer.write_table(table)
+        finally:
+            close_parquet(writer)
+    except BaseException:
+        with contextlib.suppress(OSError):  # the first failure is the one to tell
+            where.remove()
+        raise
+
+
+def close_parquet(*writers: Any) -> None:
+    """Close pyarrow ParquetWriters, each once even where closing fails (a full disk: the footer is written last),
+    and raise the first failure once all are closed. A writer whose close failed would try again when collected,
+    in __del__, whose failure Python prints as "Exception ignored" and a traceback beside the run's one line."""
+    failure = None
+    for writer in writers:
+        try:
+            writer.close()
+        except Exception as e:
+            writer.is_open = False
+            failure = failure or e
+    if failure is not None:
+        raise failure
+
+
+def os_detail(error: BaseException, cause: str) -> str:
+    """`first_line(error)` without the operating system's `cause` and error numbers, which the caller names once."""
+    import re
+
+    text = re.sub(r"\s*(\[errno \d+\]|\(os error \d+\))", "", first_line(error, 1000), flags=re.IGNORECASE)
+    text = text.replace(cause, "").replace(" ↳ ", ": ")  # delta-rs: "an error ↳ its cause ↳ ..."
+    text = text.strip(" .:↳").removesuffix(". Detail").strip(" .:")  # pyarrow: "... Detail: <cause>"
+    return text or type(error).__name__
 
 
 def located(where: "Location | Path | str", options: dict[str, str] | None = None) -> Location:

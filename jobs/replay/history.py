@@ -19,12 +19,10 @@ from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES,
 from jobs.decode.columns import offset_commit_columns
 from jobs.lake.tables import arrow_schema
 from jobs.replay.offsets import offset_keys
-from jobs.replay.records import TIMESTAMP, mask, micros, numbers
+from jobs.replay.records import MAX_MS, MIN_MS, TIMESTAMP, mask, micros, numbers
 from jobs.replay.transactions import fates
 from offsets_codec import decode_key
 
-# Commit timestamps Delta can hold (years 1-9999): others are null.
-MIN_MS, MAX_MS = -62135596800000, 253402300799999
 _VALUE_FIELDS = ("offset", "leaderEpoch", "metadata", "commitTimestamp")
 WINDOW_POINT = pa.struct([("coordinator_partition", pa.int32()), ("record_offset", pa.int64()),
                           ("committed_at", TIMESTAMP), ("committed_offset", pa.int64())])

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from jobs.config import KafkaOptions, SourceSpec
 from jobs.errors import BadInput
-from jobs.lake.storage import Location
+from jobs.lake.storage import Location, first_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -134,18 +134,23 @@ def _parquet_rows(path: Location, location: str) -> Iterable[tuple[str, dict[str
     table = pq.read_table(path.path, filesystem=path.fs)
     _with_columns(table.column_names, location)
     columns = list(COLUMNS)
-    if TIMESTAMP in table.column_names:
-        times = table.column(TIMESTAMP)
-        if pa.types.is_timestamp(times.type):  # any unit; a zone-less time is UTC, as Spark writes it
-            at_utc = pa.timestamp("us", tz="UTC")
-            times = times.cast(pa.timestamp(times.type.unit, tz=times.type.tz or "UTC")).cast(at_utc, safe=False)
-            table = table.set_column(table.column_names.index(TIMESTAMP), TIMESTAMP, times)
-        elif not pa.types.is_integer(times.type):
-            raise BadInput(f"{location}: column timestamp has type {times.type}, expected a timestamp "
-                           f"or int64 epoch milliseconds")
-        columns.append(TIMESTAMP)
-    columns += [LOG_START] if LOG_START in table.column_names else []
-    for n, row in enumerate(table.select(columns).to_pylist(), start=1):
+    try:
+        if TIMESTAMP in table.column_names:
+            times = table.column(TIMESTAMP)
+            if pa.types.is_timestamp(times.type):  # any unit; a zone-less time is UTC, as Spark writes it
+                at_utc = pa.timestamp("us", tz="UTC")
+                times = times.cast(pa.timestamp(times.type.unit, tz=times.type.tz or "UTC"))
+                times = times.cast(at_utc, safe=times.type.unit != "ns")  # nanoseconds: truncated, never too large
+                table = table.set_column(table.column_names.index(TIMESTAMP), TIMESTAMP, times)
+            elif not pa.types.is_integer(times.type):
+                raise BadInput(f"{location}: column timestamp has type {times.type}, expected a timestamp "
+                               f"or int64 epoch milliseconds")
+            columns.append(TIMESTAMP)
+        columns += [LOG_START] if LOG_START in table.column_names else []
+        rows = table.select(columns).to_pylist()
+    except (OverflowError, ValueError) as e:  # a time beyond the years 1 to 9999 (pyarrow's ArrowInvalid too)
+        raise BadInput(f"{location}: a timestamp out of range ({first_line(e)})") from None
+    for n, row in enumerate(rows, start=1):
         yield f"row {n}", row
 
 

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from jobs.errors import BadInput
+from jobs.replay.records import clamp_ms
 
 _TASK_ERROR = re.compile(r"<<offsetlake-task: (.*?)>>")
 # Spark's error when a scan cannot read an input file (error class FAILED_READ_FILE), and the first cause below.
@@ -103,7 +104,7 @@ class RecordColumns:
         c["key"].append(key)
         c["value"].append(value)
         c["offset"].append(offset)
-        c["timestamp"].append(None if timestamp_ms is None else timestamp_ms * 1000)
+        c["timestamp"].append(None if timestamp_ms is None else clamp_ms(timestamp_ms) * 1000)
         c["timestampType"].append(timestamp_type)
         self.bytes += (len(key) if key else 0) + (len(value) if value else 0)
 

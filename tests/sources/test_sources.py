@@ -150,6 +150,15 @@ def test_a_parquet_timestamp_must_be_a_time_or_epoch_millis(tmp_path):
         load_end_offsets(str(path))
 
 
+@pytest.mark.parametrize("unit, value", [("us", 2**62), ("ms", 2**62), ("s", -(2**52))])
+def test_an_end_offsets_timestamp_beyond_the_years_is_one_line(tmp_path, unit, value):
+    path = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"topic": ["t"], "partition": [0], "offset": [5],
+                             "timestamp": pa.array([value], pa.timestamp(unit, tz="UTC"))}), path)
+    with pytest.raises(BadInput, match=f"--end-offsets {path}: a timestamp out of range"):
+        load_end_offsets(str(path))
+
+
 def test_end_offsets_errors(tmp_path):
     with pytest.raises(BadInput, match="no such file"):
         load_end_offsets(str(tmp_path / "nope.txt"))
