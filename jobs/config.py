@@ -131,6 +131,13 @@ def output_folder(location: str, option: str = "--output", *, new: bool = False,
     return where
 
 
+def delta_folder(location: str, storage: dict[str, str]) -> "Location":
+    """--output of a rebuild: a folder this process can write Delta tables in."""
+    where = output_folder(location, storage_options=storage)
+    where.check_delta_path(f"--output {location}")
+    return where
+
+
 def storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
     """--storage-option KEY=VALUE pairs as a dict."""
     from jobs.lake.storage import parse_storage_options
@@ -322,7 +329,7 @@ class RebuildConfig:
         cfg = cls(
             as_of=parse_time(as_of) if as_of is not None else None,
             source=SourceSpec.parse(source, storage),
-            output=output_folder(output, storage_options=storage),
+            output=delta_folder(output, storage),
             retention_minutes=retention,
             end_offsets=end_offsets,
             topic_ids=topic_ids,

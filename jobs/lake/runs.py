@@ -252,6 +252,7 @@ def existing_output(text: str, storage: dict[str, str] | None = None) -> Locatio
     from jobs.errors import BadInput
 
     output = Location.parse(text, storage)
+    output.check_delta_path(f"--output {text}")
     if not output.local:
         output.check_reachable("--output", text)
     if not output.exists():

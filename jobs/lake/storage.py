@@ -30,6 +30,7 @@ _S3 = {"AWS_ACCESS_KEY_ID": "access_key", "AWS_SECRET_ACCESS_KEY": "secret_key",
        "AWS_REGION": "region", "AWS_DEFAULT_REGION": "region", "AWS_ENDPOINT_URL": "endpoint_override",
        "AWS_ENDPOINT": "endpoint_override"}
 SECRET_WORDS = ("SECRET", "KEY", "TOKEN", "PASSWORD", "CREDENTIAL", "SAS")
+DELTA_RS_REFUSES = "^[]|"  # in a local path, delta-rs 1.x panics ("Invalid object store url")
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,10 @@ class Location:
 
     @property
     def delta_uri(self) -> str:
-        """The location as delta-rs takes it: a local path, or the URI (s3a:// read as s3://)."""
+        """The location as delta-rs takes it: a local path, or the URI (s3a:// read as s3://). BadInput for a
+        path delta-rs cannot parse (it panics, printing its own trace, on ^ [ ] | in a local path)."""
         if self.local:
+            self.check_delta_path(str(self))
             return self.path
         return ("s3://" + self.path) if self.scheme in ("s3", "s3a") else self.uri
 
@@ -172,6 +175,13 @@ class Location:
     def mtime(self) -> float | None:
         info = self.fs.get_file_info(self.path)
         return None if info.mtime is None else info.mtime.timestamp()
+
+    def check_delta_path(self, named_as: str) -> None:
+        """BadInput (naming the location as `named_as`) when delta-rs cannot open a table under this path."""
+        bad = sorted(set(self.path) & set(DELTA_RS_REFUSES)) if self.local else []
+        if bad:
+            raise BadInput(f"{named_as}: delta-rs cannot open a Delta table under a path with {' '.join(bad)} in "
+                           f"it; choose another folder")
 
     def check_reachable(self, option: str, text: str, folder: bool = True) -> None:
         """Ask the filesystem about this location once: BadInput (one line, secrets redacted) when its bucket

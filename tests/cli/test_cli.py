@@ -265,3 +265,14 @@ def test_progress_is_one_updating_line_on_a_terminal_only(monkeypatch):
         text = stream.getvalue()
         assert ("\n" not in text) and (text.count("\roffsetlake: reading: ") == (3 if shown else 0)), text
         assert text.endswith("\r\x1b[K") == shown  # cleared at the end: the next message starts on its own line
+
+
+@pytest.mark.parametrize("name", ["a^b", "runs[1]", "x|y"])
+def test_an_output_path_delta_rs_cannot_open_is_one_line_before_any_work(tmp_path, name):
+    """delta-rs panics (its own trace on stderr) on these characters in a local path: refused before it runs."""
+    (tmp_path / "dump").mkdir()
+    result = invoke("rebuild", "--source", f"parquet:{tmp_path / 'dump'}", "--output", str(tmp_path / name))
+    one_line_error(result, f"--output {tmp_path / name}: delta-rs cannot open a Delta table under a path with")
+    assert not (tmp_path / name).exists()
+    (tmp_path / name).mkdir()
+    one_line_error(invoke("sql", "--output", str(tmp_path / name), "SELECT 1"), "delta-rs cannot open")
