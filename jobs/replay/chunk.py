@@ -90,8 +90,8 @@ def without_foreign(raw: Iterable[pa.Table | pa.RecordBatch], found: list[tuple[
 def foreign_records(counts: pa.Table) -> dict[str, int]:
     """Every task's `foreign_records`, per topic."""
     total: dict[str, int] = {}
-    for topic, records in zip(counts.column("topic").to_pylist(), counts.column("records").to_pylist()):
-        total[topic] = total.get(topic, 0) + records
+    for topic, found in zip(counts.column("topic").to_pylist(), counts.column("records").to_pylist()):
+        total[topic] = total.get(topic, 0) + found
     return dict(sorted(total.items()))
 
 

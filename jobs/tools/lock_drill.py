@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jobs.tools.kill_drill import _command, _offsetlake, _readers, _sample
+from jobs.tools.kill_drill import _command, _offsetlake, _readers, alone
 
 SKEW = "+400s"  # ahead of the storage by more than the default lease (300 s)
 SHORT_LEASE = 3.0
@@ -50,14 +50,7 @@ def main() -> None:
 
 
 def drill(work: Path, tries: int, records: int, rnd: random.Random) -> dict:
-    dumps = [_sample(work / f"dump-{i}", records, seed=7 + i) for i in (0, 1)]
-    expected, took = {}, []
-    for dump in dumps:
-        out = work / f"alone-{dump.name}"
-        started = time.monotonic()
-        _offsetlake("rebuild", "--source", f"parquet:{dump}", "--output", str(out))
-        took.append(time.monotonic() - started)
-        expected[dump.name] = _readers(out)
+    dumps, expected, took = alone(work, records)
     out = work / "drilled"
     _offsetlake("rebuild", "--source", f"parquet:{dumps[0]}", "--output", str(out))
     kinds = ["pause", "skew", "ahead"] if shutil.which("faketime") else ["pause"]
