@@ -1,4 +1,8 @@
-"""offsetlake's Spark job: source -> raw records -> decode -> replay -> expiry -> lag -> sink.
+"""offsetlake: rebuild Kafka consumer-group state from `__consumer_offsets` into Delta tables.
 
-Each step is one module; `pipeline.run` wires them together and `cli` is the thin command line.
+The flow is the folder layout: sources (plan and read the log) -> decode (check every record) -> replay (the
+group coordinator's rules, per coordinator partition) -> derive (what needs every partition: lag, Burrow's
+status) -> lake (the sink, the run record, the lock). engine runs the kernel (a local pool or Spark), readers
+answer from the tables without Spark, tools make samples, dumps and benches. `pipeline.run` strings the passes
+together; `cli` and `__main__` (spark-submit) only parse and print. docs/design.md says where each rule lives.
 """

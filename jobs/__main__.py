@@ -4,7 +4,7 @@
     python -m jobs --source parquet:/dumps/offsets --output /lake/offsets
 
 On a cluster, install the wheel (`python -m build --wheel`: it holds schemas/ and conf/ too) in a Python every
-node runs and submit this file from the installed package (README: Deploying; conf/spark-submit-daily.sh).
+node runs and submit this file from the installed package (README: Where it runs; conf/spark-submit-daily.sh).
 """
 import sys
 from pathlib import Path
@@ -14,9 +14,7 @@ if not __package__:
     # shadow other top-level names; the repository root is what makes `jobs` and `offsets_codec` importable.
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from jobs.cli import main  # noqa: E402
-
-GLOBAL_OPTIONS = ("--debug", "-q", "--quiet")  # `offsetlake`'s own options, taken wherever they stand
+from jobs.cli import GLOBAL_OPTIONS, main  # noqa: E402
 
 
 def rebuild_arguments(arguments: list[str]) -> list[str]:

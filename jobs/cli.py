@@ -14,17 +14,24 @@ from typing import Any, Callable
 
 import click
 
-from jobs.errors import BadInput
+from jobs.errors import BadInput, RunFailed
 
 log = logging.getLogger("offsetlake")
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
 SQL_TABLE_ROWS = 1000  # the aligned table holds its rows: a default bound; csv and json stream
 _COMMAND_LINE = False  # this process is the command line's own (main), not a caller's
+GLOBAL_OPTIONS = ("--debug", "-q", "--quiet")  # `offsetlake`'s own options, taken wherever they stand
 
 
 class OneLineGroup(click.Group):
     """Every error becomes one stderr line: usage errors and BadInput exit 2, anything else exits 1."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """--debug and -q are taken after the command too (`offsetlake rebuild ... --debug`), up to a `--`."""
+        end = args.index("--") if "--" in args else len(args)
+        moved = [a for a in args[:end] if a in GLOBAL_OPTIONS]
+        return super().parse_args(ctx, [*moved, *(a for a in args[:end] if a not in GLOBAL_OPTIONS), *args[end:]])
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - click's entry point
         debug = "--debug" in sys.argv
@@ -38,13 +45,17 @@ class OneLineGroup(click.Group):
             _fail(e.format_message(), EXIT_BAD_INPUT)
         except BadInput as e:
             _fail(str(e), EXIT_BAD_INPUT)
+        except RunFailed as e:
+            _fail(str(e), EXIT_FAILURE)
         except click.ClickException as e:
             _fail(e.format_message(), e.exit_code)
         except Exception as e:  # an internal failure: still one line, the traceback only on request
             if debug:
                 raise
-            first = (str(e).strip().splitlines() or [""])[0][:500]
-            _fail(f"{type(e).__name__}: {first} (run with --debug for the traceback{_spark_log_hint()})", EXIT_FAILURE)
+            from jobs.lake.storage import first_line
+
+            _fail(f"{type(e).__name__}: {first_line(e, 500)} (run with --debug for the traceback"
+                  f"{_spark_log_hint()})", EXIT_FAILURE)
 
 
 def _fail(message: str, status: int) -> None:
@@ -60,8 +71,10 @@ def _spark_log_hint() -> str:
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors, and Spark's own output.")
-@click.option("--quiet", "-q", is_flag=True, help="Only warnings on stderr (no progress).")
+@click.version_option(package_name="offsetlake", prog_name="offsetlake", message="%(prog)s %(version)s")
+@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors, and Spark's own output (before or "
+              "after the command).")
+@click.option("--quiet", "-q", is_flag=True, help="Only warnings on stderr (no progress; before or after the command).")
 def cli(debug: bool, quiet: bool) -> None:
     """Rebuild Kafka consumer-group state from __consumer_offsets into Delta tables."""
     if not log.handlers:  # only offsetlake's own progress; py4j and Spark keep their own loggers
@@ -104,9 +117,17 @@ def rebuild_options(fn: Callable) -> Callable:
                      "consumer_lag: kafka-get-offsets.sh text (topic:partition:offset), CSV or Parquet, each "
                      "optionally with a timestamp (4th column: one file, many snapshots); kafka fetches them now "
                      "from the cluster of --source, kafka:HOST:PORT from another cluster."),
+        click.option("--log-start-offsets", metavar="PATH", help="Log start offsets beside --end-offsets: the text "
+                     "of kafka-get-offsets.sh --time -2 (or CSV/Parquet), matched by topic, partition and timestamp, so "
+                     "that consumer_lag tells records retention deleted (records_lost) from records waiting. A "
+                     "CSV/Parquet --end-offsets may carry them as a 5th column, log_start_offset, instead."),
         click.option("--topic-ids", metavar="PATH", help="topic_id,topic CSV (base64url ids)."),
-        click.option("--no-history", "no_history", is_flag=True, help="Skip the history tables (offset_commits, "
-                     "group_events), which grow with the log; the state tables stay exact."),
+        click.option("--no-history", "no_history", is_flag=True, help="Skip the history tables offset_commits, "
+                     "group_events and group_status, which grow with the log; the state tables stay exact. Readers "
+                     "then label those tables with the earlier run they come from."),
+        click.option("--cluster", metavar="NAME", help="The cluster's name, kept in DIR/_runs and used as "
+                     "cluster_name by `offsetlake metrics` (default: the bootstrap servers of a kafka: source, else "
+                     "the dump's or log dir's folder name)."),
         click.option("--rate-window-minutes", type=click.IntRange(min=1), metavar="N",
                      help="consumer_lag's consume_rate and produce_rate are averages over the N minutes up to as_of "
                      "(default from conf/offsetlake.toml: 15)."),
@@ -126,6 +147,10 @@ def rebuild_options(fn: Callable) -> Callable:
         click.option("--keep-runs", type=click.IntRange(min=1), metavar="N", help="After the run, delete the data "
                      "files only versions older than the last N complete runs reference (default: keep every "
                      "version, so time travel to any earlier run works)."),
+        click.option("--lock-lease", "lock_lease", type=click.FloatRange(min=0, min_open=True),
+                     metavar="SECONDS", help="The output lock's lease: a run whose heartbeat is this old is taken "
+                     "for dead or hung and its output taken over (its later commits fail). Default from "
+                     "conf/offsetlake.toml: 300."),
         click.option("--archive", is_flag=True, help="Keep every raw record read in DIR/raw_records across runs "
                      "(each run appends the new ones) and replay archive + new records, so the history outlives "
                      "the cluster's compaction; a live cluster or a log dir is read only after the archived end."),
@@ -165,14 +190,19 @@ def run_rebuild(**options: Any) -> dict[str, Any]:
     check_inputs(cfg)  # what the arguments point at, before the output is touched
 
     from jobs.lake.output_lock import OutputLock
-    from jobs.lake.runs import new_run_id
+    from jobs.lake.runs import new_run_id, storage_failures
 
-    # One run at a time per output: a second one is refused here, before Spark starts.
-    lock = OutputLock.acquire(cfg.output, new_run_id())
-    try:
-        return _rebuild_holding(cfg, lock)
-    finally:
+    run_id = new_run_id()
+    with storage_failures(cfg.output, run_id):  # a full disk: its one line, saying what readers see
+        # One run at a time per output: a second one is refused here, before Spark starts.
+        lock = OutputLock.acquire(cfg.output, run_id, cfg.lock_lease_seconds)
+        try:
+            summary = _rebuild_holding(cfg, lock)
+        except BaseException:
+            lock.release(failed=True)
+            raise
         lock.release()
+        return summary
 
 
 def _rebuild_holding(cfg: Any, lock: Any) -> dict[str, Any]:
@@ -185,6 +215,8 @@ def _rebuild_holding(cfg: Any, lock: Any) -> dict[str, Any]:
         from jobs.lake.catalog import check_catalog
         from jobs.runtime.session import get_spark
 
+        log.info("starting Spark to register the tables as %s.<table> (--catalog-database): this takes a while",
+                 cfg.catalog.database)
         spark = get_spark(cfg.catalog.folder)
         check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)
     with task_errors():  # a failed source task (Kafka, a dump's row group): its one line, not Spark's error
@@ -259,20 +291,50 @@ def decode(source: str, limit: int | None, storage_option: tuple[str, ...]) -> N
 @click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
 @storage_option
 @click.option("--group", "group_id", required=True, metavar="G", help="Group id.")
-@click.option("--members", "view", flag_value="members", help="Members view.")
-@click.option("--state", "view", flag_value="state", help="State view.")
+@click.option("--members", is_flag=True, help="Members view.")
+@click.option("--state", is_flag=True, help="State view (with --members: both).")
 @click.option("--verbose", is_flag=True, help="Extra columns, as kafka-consumer-groups.sh --verbose.")
-def describe(output: str, storage_option: tuple[str, ...], group_id: str, view: str | None, verbose: bool) -> None:
-    """Print a group like `kafka-consumer-groups.sh --describe` (offsets, --members or --state).
+def describe(output: str, storage_option: tuple[str, ...], group_id: str, members: bool, state: bool,
+             verbose: bool) -> None:
+    """Print a group as Kafka's tool of its family does: `kafka-consumer-groups.sh --describe` (offsets, --members,
+    --state), kafka-share-groups.sh for share groups, kafka-streams-groups.sh for streams groups. stderr says which
+    moment (as_of) and run the tables show; an unknown group exits 2.
 
     Example: offsetlake describe --output tables/ --group my-group --members
     """
     from jobs.readers.describe import describe_group
 
-    out, err = describe_group(_tables(output, storage_option), group_id, view or "offsets", verbose)
+    views = tuple(v for v, asked in (("state", state), ("members", members)) if asked) or ("offsets",)
+    out, err = describe_group(_tables(output, storage_option), group_id, views, verbose)
     if err:
         click.echo(err, err=True, nl=False)
     click.echo(out, nl=False)
+
+
+@cli.command()
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
+@click.option("--force", is_flag=True, help="Also break a lock whose holder's heartbeat is fresh (a run that may "
+              "still be writing: its later commits will fail).")
+def unlock(output: str, storage_option: tuple[str, ...], force: bool) -> None:
+    """Show who holds the output's lock, and break it when its holder is dead or hung.
+
+    A lock whose heartbeat is older than its holder's lease (or whose process is gone, on this host) is removed;
+    a fresh one only with --force. Breaking it fences every table, so a holder that resumes commits nothing
+    more; the next rebuild cleans up after it as after a kill.
+    Example: offsetlake unlock --output tables/
+    """
+    from jobs.lake.output_lock import LOCK_TABLE, describe_holder, holder_of, unlock as break_lock
+
+    where = _tables(output, storage_option)
+    holder = holder_of(where)
+    if holder is None:
+        click.echo(f"{where}: nobody holds the lock")
+        return
+    click.echo(f"{where}: held by {describe_holder(holder, where.child(LOCK_TABLE))}, lease "
+               f"{holder.get('lease_seconds') or 300:g} s")
+    break_lock(where, force)
+    click.echo(f"{where}: lock removed; the next rebuild cleans up after run {holder['run_id']}")
 
 
 @cli.command()
@@ -307,7 +369,10 @@ def sql(output: str, storage_option: tuple[str, ...], fmt: str, limit: int | Non
     """
     from jobs.readers.sql import csv_chunks, json_lines, query as run_query, table_text
 
-    reader = run_query(_tables(output, storage_option), query)
+    notes: list[str] = []
+    reader = run_query(_tables(output, storage_option), query, notes)
+    for note in notes:
+        click.echo(f"offsetlake: {note}", err=True)
     try:
         if fmt == "table":
             text, truncated = table_text(reader, SQL_TABLE_ROWS if limit is None else limit or None)
@@ -323,22 +388,120 @@ def sql(output: str, storage_option: tuple[str, ...], fmt: str, limit: int | Non
         os._exit(0)
 
 
+@cli.command()
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
+def groups(output: str, storage_option: tuple[str, ...]) -> None:
+    """One line per group of the newest run: id, type, protocol, state, members, lag, worst lag in seconds,
+    Burrow's status and records lost, as the aligned table `sql` prints. No Spark.
+
+    Example: offsetlake groups --output tables/
+    """
+    from jobs.readers.groups import groups_text
+
+    click.echo(groups_text(_tables(output, storage_option)), nl=False)
+
+
+@cli.command()
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
+@click.option("--to", "to", metavar="FILE", help="Write to FILE, replaced whole (a temporary file renamed over it), "
+              "e.g. node_exporter's textfile collector folder: /var/lib/node_exporter/offsetlake.prom. Default: stdout.")
+def metrics(output: str, storage_option: tuple[str, ...], to: str | None) -> None:
+    """The newest run as Prometheus text, with kafka-lag-exporter's metric names and labels (its Grafana dashboards
+    work unchanged: kafka_consumergroup_group_lag, _group_lag_seconds, _group_max_lag, _group_sum_lag,
+    kafka_partition_latest_offset, ...), Burrow's status (kafka_burrow_status, kafka_burrow_partition_status), records
+    lost and the run's own health (offsetlake_run_*). cluster_name is rebuild's --cluster. No Spark.
+
+    Example: offsetlake metrics --output tables/ --to /var/lib/node_exporter/textfile/offsetlake.prom
+    """
+    from jobs.readers.metrics import metrics_text, write_metrics
+
+    tables = _tables(output, storage_option)
+    if to is None:
+        click.echo(metrics_text(tables), nl=False)
+        return
+    log.info("wrote %d samples to %s", write_metrics(tables, to), to)
+
+
+@cli.command()
+@click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
+@storage_option
+@click.option("--to", "to", required=True, metavar="FILE.html", help="The HTML file to write (replaced whole).")
+@click.option("--group", "group_ids", multiple=True, metavar="G", help="A section for this group (repeatable); "
+              "default: the worst groups by Burrow's status, records lost and lag.")
+@click.option("--since", metavar="TIME", help="Lag and rebalances over time from TIME on (ISO-8601 or epoch ms); "
+              "default: all the history.")
+def report(output: str, storage_option: tuple[str, ...], to: str, group_ids: tuple[str, ...],
+           since: str | None) -> None:
+    """Write one self-contained HTML file (scripts and data inline: it opens offline) of the newest run and its
+    history: groups ranked by status and lag, offsets about to expire, and per group its lag and lag in seconds over
+    time, rebalances, Burrow's status per partition, share partitions' progress and records lost. No Spark.
+
+    Example: offsetlake report --output tables/ --to report.html --since 2026-11-14T00:00:00Z
+    """
+    from jobs.config import parse_time
+
+    moment = parse_time(since, "--since") if since else None
+    path = Path(to)
+    if path.is_dir() or not path.parent.resolve().is_dir():
+        raise BadInput(f"--to {to}: not a file in an existing folder")
+    click.echo(str(write_report(_tables(output, storage_option), path, group_ids, moment)))
+
+
+def write_report(tables: Any, path: Path, group_ids: tuple[str, ...] = (), since: Any = None) -> Path:
+    """The report of `tables` written to `path` (a temporary file renamed over it); returns `path`."""
+    from jobs.readers.report import gather
+    from jobs.readers.report_page import render
+
+    page = render(gather(tables, group_ids, since))
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(page, encoding="utf-8")
+        temporary.replace(path)
+    except OSError as e:
+        temporary.unlink(missing_ok=True)
+        raise BadInput(f"--to {path}: cannot write ({e.strerror})") from None
+    return path
+
+
 @cli.command("reset-offsets")
 @click.option("--output", required=True, metavar="DIR", help="Tables of a rebuild (a path or a URI).")
 @storage_option
 @click.option("--group", "group_id", required=True, metavar="G", help="Group id.")
 @click.option("--topic", metavar="T", help="Only this topic's partitions.")
-def reset_offsets(output: str, storage_option: tuple[str, ...], group_id: str, topic: str | None) -> None:
+@click.option("--as-of", metavar="TIME", help="The offsets of the newest run whose as_of is at or before TIME "
+              "(ISO-8601 or epoch ms), instead of the newest run's.")
+@click.option("--bootstrap-server", metavar="HOST:PORT", help="Show the plan against this cluster's current offsets "
+              "(a dry run), or with --execute commit it there.")
+@click.option("--execute", is_flag=True, help="Commit the plan to --bootstrap-server (the group must be Empty or gone "
+              "there), then read the offsets back; exit 1 naming any partition that differs.")
+@click.option("--kafka-config", metavar="FILE", help="Client properties for --bootstrap-server (the format of Kafka "
+              "tools' --command-config).")
+@click.option("--kafka-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Bound on every cluster request (default 30).")
+def reset_offsets(output: str, storage_option: tuple[str, ...], group_id: str, topic: str | None, as_of: str | None,
+                  bootstrap_server: str | None, execute: bool, kafka_config: str | None,
+                  kafka_timeout: float | None) -> None:
     """Print the group's committed offsets as `topic,partition,offset` lines (no header, sorted), at the
-    as_of of the newest complete rebuild: the CSV `kafka-consumer-groups.sh --reset-offsets --from-file` reads.
-    No Spark.
+    as_of of the newest complete rebuild (or --as-of an earlier one): the CSV `kafka-consumer-groups.sh
+    --reset-offsets --from-file` reads. With --bootstrap-server: the plan beside the cluster's current offsets, and
+    with --execute committed there through the admin API and read back. No Spark.
 
-    Example: offsetlake reset-offsets --output tables/ --group my-group > plan.csv && kafka-consumer-groups.sh
-    --bootstrap-server b:9092 --group my-group --reset-offsets --from-file plan.csv --execute
+    Example: offsetlake reset-offsets --output tables/ --group my-group --bootstrap-server b:9092 --execute
     """
-    from jobs.readers.reset_offsets import reset_plan
+    from jobs.readers.reset_offsets import plan_rows, reset_plan, restore
 
-    click.echo(reset_plan(_tables(output, storage_option), group_id, topic), nl=False)
+    if (execute or kafka_config or kafka_timeout) and not bootstrap_server:
+        raise BadInput("--execute, --kafka-config and --kafka-timeout need --bootstrap-server HOST:PORT (the cluster "
+                       "to commit to)")
+    tables = _tables(output, storage_option)
+    if not bootstrap_server:
+        click.echo(reset_plan(tables, group_id, topic, as_of), nl=False)
+        return
+    said = restore(plan_rows(tables, group_id, topic, as_of), group_id, bootstrap_server, kafka_config, kafka_timeout,
+                   execute, show=lambda text: click.echo(text, nl=False))
+    click.echo(said, err=True, nl=False)
 
 
 @cli.command()
@@ -421,7 +584,8 @@ def bench(records: int, dump: str | None, work: str, source_format: str, repeat:
               help="Where the sample dump and its tables go.")
 @click.option("--records", type=click.IntRange(min=1), default=20_000, show_default=True)
 def demo(workdir: str, records: int) -> None:
-    """Generate a sample dump, rebuild it, and show the tables (the README's first command).
+    """Generate a sample dump, rebuild it, show the tables and write the report (DIR/report.html): the README's
+    first command.
 
     The same records are written as a broker log dir too, to try `rebuild --source segments:DIR` on.
     """
@@ -431,21 +595,39 @@ def demo(workdir: str, records: int) -> None:
 
     base = Path(output_folder(workdir, "--dir", local=True).path)  # before the sample is written there
 
+    from jobs.lake.storage import located
     from jobs.tools.sample import write_sample
     from jobs.readers.views import show_tables
 
     dump, ends, logs, tables = base / "dump", base / "end-offsets.txt", base / "kafka-logs", base / "tables"
+    starts = base / "log-start-offsets.txt"
     shutil.rmtree(logs, ignore_errors=True)  # the demo's own folder: a rerun writes it anew
-    stats = write_sample(dump, records, seed=7, end_offsets=ends, log_dir=logs)
+    stats = write_sample(dump, records, seed=7, end_offsets=ends, log_dir=logs, log_starts=starts)
     log.info("sample dump: %s (%d records, %d groups), also as a broker log dir: %s", dump, stats["records"],
              stats["groups"], logs)
     summary = run_rebuild(source=f"parquet:{dump}", output=str(tables), as_of=None, retention_minutes=None,
-                          end_offsets=str(ends), topic_ids=None)
+                          end_offsets=str(ends), log_start_offsets=str(starts), topic_ids=None, cluster="demo")
     click.echo(show_tables(tables, 3), nl=False)
-    log.info("next: offsetlake describe --output %s --group %s --members", tables, stats["example_group"])
-    log.info("next: offsetlake rebuild --source segments:%s --output %s-from-segments --end-offsets %s",
-             logs, tables, ends)
-    click.echo(json.dumps(summary))
+    page = write_report(located(str(tables)), base / "report.html")
+    me = command_name()
+    log.info("next: %s describe --output %s --group %s --members", me, tables, stats["example_group"])
+    log.info("next: %s describe --output %s --group %s", me, tables, stats["example_share_group"])
+    log.info("next: %s groups --output %s; %s metrics --output %s", me, tables, me, tables)
+    log.info("next: %s rebuild --source segments:%s --output %s-from-segments --end-offsets %s", me, logs, tables, ends)
+    log.info("report: %s (open it in a browser)", page)
+    click.echo(json.dumps({**summary, "report": str(page)}))
+
+
+def command_name() -> str:
+    """How to run offsetlake again from this shell: `offsetlake` when that is this command on PATH, else the path
+    this process was started by, as it was typed (e.g. .venv/bin/offsetlake, when the venv is not activated)."""
+    import shutil
+
+    started = Path(sys.argv[0])
+    found = shutil.which("offsetlake")
+    if started.name != "offsetlake" or (found and Path(found).resolve() == started.resolve()):
+        return "offsetlake"
+    return str(started)
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -76,6 +77,13 @@ class SourceSpec:
         return f"{self.kind}:{self.location}"
 
 
+def source_folder_name(location: str) -> str:
+    """The last folder name of a dump's or log dir's location (a path or a URI), e.g. `offsets` of s3://dumps/offsets/."""
+    trimmed = location.rstrip("/")
+    name = trimmed.rsplit("/", 1)[-1]
+    return name or trimmed or location
+
+
 def log_dir(location: str) -> Path:
     """The folder of `segments:DIR`: a broker log dir, a folder of them, or one partition folder."""
     root = Path(location)
@@ -114,7 +122,19 @@ def output_folder(location: str, option: str = "--output", *, new: bool = False,
             raise BadInput(f"{option} {location}: is a file, not a folder")
         raise BadInput(f"{option} {location}: cannot be created: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):  # also false on a read-only filesystem, even for root
-        raise BadInput(f"{option} {location}: cannot write in {existing} (permission denied)")
+        why = "read-only file system" if os.statvfs(existing).f_flag & os.ST_RDONLY else "permission denied"
+        raise BadInput(f"{option} {location}: cannot write in {existing} ({why})")
+    try:  # access() says yes to root where no folder can be made (/proc, /sys): a folder made and removed says
+        os.rmdir(tempfile.mkdtemp(prefix=".offsetlake-check-", dir=existing))
+    except OSError as e:
+        raise BadInput(f"{option} {location}: cannot write in {existing} ({e.strerror or e})") from None
+    return where
+
+
+def delta_folder(location: str, storage: dict[str, str]) -> "Location":
+    """--output of a rebuild: a folder this process can write Delta tables in."""
+    where = output_folder(location, storage_options=storage)
+    where.check_delta_path(f"--output {location}")
     return where
 
 
@@ -125,19 +145,19 @@ def storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
     return parse_storage_options(pairs)
 
 
-def parse_time(text: str) -> datetime:
+def parse_time(text: str, option: str = "--as-of") -> datetime:
     """ISO-8601 (a naive time is taken as UTC) or epoch milliseconds -> aware UTC datetime."""
     text = text.strip()
     if re.fullmatch(r"-?\d+", text):
         try:
             return datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
-            raise BadInput(f"--as-of {text!r}: epoch milliseconds out of range") from None
+            raise BadInput(f"{option} {text!r}: epoch milliseconds out of range") from None
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise BadInput(
-            f"--as-of {text!r}: expected ISO-8601 (2026-11-21T08:00:00Z) or epoch milliseconds"
+            f"{option} {text!r}: expected ISO-8601 (2026-11-21T08:00:00Z) or epoch milliseconds"
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
@@ -231,6 +251,18 @@ class RebuildConfig:
     workers: int | None = None  # the local runner's worker processes (None: one per core; 0: this process)
     storage: tuple[tuple[str, str], ...] = ()  # --storage-option pairs (jobs.lake.storage)
     archive: bool = False  # keep every raw record read in DIR/raw_records; read only what is not there yet
+    lock_lease_seconds: float = 300.0  # the output lock's lease (jobs.lake.output_lock)
+    log_start_offsets: str | None = None  # a file of log start offsets (kafka-get-offsets.sh --time -2)
+    cluster: str | None = None  # the cluster's name in _runs and metrics (None: cluster_name's default)
+
+    @property
+    def cluster_name(self) -> str:
+        """--cluster, else the bootstrap servers of a kafka: source, else the dump's or log dir's folder name."""
+        if self.cluster:
+            return self.cluster
+        if self.source.kind == "kafka":
+            return self.source.location
+        return source_folder_name(self.source.location)
 
     @property
     def retention_ms(self) -> int:
@@ -264,6 +296,9 @@ class RebuildConfig:
         engine: str | None = None,
         workers: int | None = None,
         archive: bool = False,
+        lock_lease: float | None = None,
+        log_start_offsets: str | None = None,
+        cluster: str | None = None,
     ) -> "RebuildConfig":
         conf = defaults()["rebuild"]
         retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
@@ -279,13 +314,22 @@ class RebuildConfig:
             raise BadInput(f"--engine {engine!r}: expected {', '.join(ENGINES)}")
         if workers is not None and workers < 0:
             raise BadInput(f"--workers {workers}: must be 0 (in this process) or more")
+        lease = float(conf.get("lock_lease_seconds", 300) if lock_lease is None else lock_lease)
+        if not lease > 0:
+            raise BadInput(f"--lock-lease {lock_lease if lock_lease is not None else lease}: must be a positive "
+                           f"number of seconds")
+        if log_start_offsets is not None and end_offsets is None:
+            raise BadInput(f"--log-start-offsets {log_start_offsets}: given without --end-offsets (the log start "
+                           "offsets complete end-offset snapshots)")
+        if cluster is not None and not cluster.strip():
+            raise BadInput("--cluster: an empty name")
         if keep_runs is not None and keep_runs < 1:
             raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
         storage = storage_options(storage_option)
         cfg = cls(
             as_of=parse_time(as_of) if as_of is not None else None,
             source=SourceSpec.parse(source, storage),
-            output=output_folder(output, storage_options=storage),
+            output=delta_folder(output, storage),
             retention_minutes=retention,
             end_offsets=end_offsets,
             topic_ids=topic_ids,
@@ -300,5 +344,8 @@ class RebuildConfig:
             workers=workers,
             storage=tuple(sorted(storage.items())),
             archive=archive or bool(conf.get("archive", False)),
+            lock_lease_seconds=lease,
+            log_start_offsets=log_start_offsets,
+            cluster=cluster.strip() if cluster is not None else None,
         )
         return cfg

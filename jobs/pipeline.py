@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.config import RebuildConfig
+from jobs.errors import LockLost
 from jobs.derive.end_offsets import Snapshots, added_history, history_rows, merge_history
 from jobs.derive.members import topic_names
 from jobs.derive.stage import INPUTS as DERIVE_INPUTS, OUTPUTS as DERIVE_OUTPUTS, DeriveSettings, derive_partition
@@ -27,7 +28,8 @@ from jobs.lake.runs import keep_runs, new_run_id, snapshot
 from jobs.lake.sink import TableSink
 from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, REPLAY_STATE, TABLES, arrow_schema
 from jobs.lake.upkeep import upkeep
-from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk
+from jobs.replay.chunk import (OUTPUTS as CHUNK_OUTPUTS, cutoff_us, foreign_records, newest_plausible, read_chunk,
+                               without_foreign)
 from jobs.replay.counts import total
 from jobs.replay.duplicates import overlapping
 from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition, together
@@ -52,7 +54,7 @@ def run(cfg: RebuildConfig, lock: OutputLock | None = None, spark: Any = None) -
     if lock is not None:
         return _run(cfg, lock, spark)
     check_inputs(cfg)  # before the output is touched
-    with OutputLock.acquire(cfg.output, new_run_id()) as own:
+    with OutputLock.acquire(cfg.output, new_run_id(), cfg.lock_lease_seconds) as own:
         return _run(cfg, own, spark)
 
 
@@ -78,7 +80,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     stages = Stages(cfg.output, run_id, {**chunk_outputs, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan),
                     earlier)
     runner.attach(stages)
-    sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark)
+    sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark, guard=lock.check)
     try:
         log.info("reading %s (%s runner)", cfg.source, runner.name)
         kill_point("read")
@@ -134,8 +136,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
             summary["whole_replay_reason"] = whole_because
             if cfg.history:  # a resumed run stages only its new rows: the tables' rows, from the state's counts
                 summary.update(history_counts(stages.read("replay", HISTORY_STATE, columns=["kind", "rows"])))
-        if lock.lost:
-            raise RuntimeError(f"another run took the lock on {cfg.output} over: this run writes nothing")
+        lock.check()  # before the first commit: a run that lost its output stops here, having committed nothing
         tables = [t for t in TABLES if cfg.history or t not in ("offset_commits", "group_events", "group_status")]
         # The archive grows by an append; with nothing archived by a complete run, it is replaced (a first run
         # that died after its append left rows no complete run holds).
@@ -145,17 +146,25 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
         # snapshots, unless one replaces an earlier one); the others are replaced, as the state tables are.
         grown = (*(HISTORY_APPENDS if resumed is not None and cfg.history else ()),
                  *(("end_offsets_history",) if appends_ends else ()))
+        info = {"cluster": cfg.cluster_name, "started_at": started_at, "records_read": summary["records_read"],
+                "records_quarantined": summary["records_quarantined"]}
         sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
-                    appends=((ARCHIVE,) if archive is not None and archive.version is not None else ()) + grown)
-        vacuumed = keep_runs(cfg.output, cfg.keep_runs) if cfg.keep_runs else None
+                    appends=((ARCHIVE,) if archive is not None and archive.version is not None else ()) + grown,
+                    info=info)
+        vacuumed = keep_runs(cfg.output, cfg.keep_runs, lock.check) if cfg.keep_runs else None
         if archive is not None:  # the tables that grow by appends: their small files, a share of them each run
             compacted = upkeep(cfg.output, run_id, [ARCHIVE, *((*HISTORY_APPENDS, "end_offsets_history")
-                                                               if cfg.history else ())], archive.runs)
+                                                               if cfg.history else ())], archive.runs, lock.check)
             if compacted:
                 summary["compacted_files"] = compacted
-    except BaseException:
+    except BaseException as failure:
         runner.close()
-        sink.discard()
+        sink.discard(failed=True)
+        if not isinstance(failure, LockLost):
+            try:
+                lock.check()  # a run whose output was taken over failed for that reason (its files removed)
+            except LockLost as lost:
+                raise lost from failure
         raise
     log.info("wrote the tables under %s with %s", cfg.output, sink.engine)
     return {**summary, "topic_ids": len(topic_ids), "run_id": run_id, "seconds": round(time.monotonic() - started, 2),
@@ -189,9 +198,13 @@ def _chunk_kernel(raw: Iterable[pa.Table], started: datetime, as_of: datetime | 
                   archive: Archive | None = None, run_id: str = "", keep_late: bool = False
                   ) -> Iterator[tuple[str, pa.Table]]:
     read = partial(read_chunk, started=started, as_of=as_of, fold=fold, keep_late=keep_late)
-    if archive is None:
-        return read(raw)
-    return archive_chunk(raw, read, archive, run_id)
+    foreign: list[tuple[str, pa.Table]] = []
+    own = without_foreign(raw, foreign)
+    for item in read(own) if archive is None else archive_chunk(own, read, archive, run_id):
+        yield item
+        yield from foreign
+        foreign.clear()
+    yield from foreign
 
 
 def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings, cutoff: int
@@ -264,7 +277,8 @@ def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None,
         added, replaces = added_history(previous, history_rows(fetched, as_of))
         return {"history": merge_history(previous, history_rows(fetched, as_of)), "added": added,
                 "replaces": replaces, "lag": history_rows(fetched, as_of), "status": merge_history(previous, at_as_of)}
-    new = history_rows(load_end_offsets(cfg.end_offsets, dict(cfg.storage)), as_of) if cfg.end_offsets else None
+    new = history_rows(load_end_offsets(cfg.end_offsets, dict(cfg.storage), cfg.log_start_offsets), as_of) \
+        if cfg.end_offsets else None
     history = previous if new is None else merge_history(previous, new)
     added, replaces = added_history(previous, new) if new is not None else (None, False)
     return {"history": history, "added": added, "replaces": replaces, "lag": history, "status": history}
@@ -301,6 +315,7 @@ def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[s
     conflicts = int(pc.sum(duplicates.column("conflicts")).as_py() or 0)
     groups = stages.read("replay", "consumer_groups", columns=["group_id", "is_orphan"])
     violations = stages.read("replay", "violations").sort_by("group_id").to_pylist()[:1000]
+    foreign = foreign_records(stages.read("chunks", "foreign_records"))
     summary = {
         "records_read": counts["records_read"] + copies,
         # With the archive, records_read is what the source gave; the replay also read the archived records.
@@ -333,7 +348,13 @@ def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[s
         "retention_minutes": cfg.retention_minutes,
         "delta_engine": sink.engine,
         "output": cfg.output.uri,
+        "cluster": cfg.cluster_name,
     }
+    summary["foreign_records"] = foreign
+    if foreign:
+        log.warning("%d record(s) of other topics than __consumer_offsets and __share_group_state were left out "
+                    "(never decoded or replayed): %s", sum(foreign.values()),
+                    ", ".join(f"{t} {n}" for t, n in foreign.items()))
     if copies or conflicts:
         log.warning("%d records were read twice (replayed once) and %d conflicting copies were quarantined",
                     copies, conflicts)

@@ -7,6 +7,16 @@
 
 # COMMAND ----------
 
+# MAGIC %md On Databricks, install the package's dependencies on the cluster first (the next cell; Spark and Delta are
+# MAGIC the runtime's), or install the wheel (`python -m build --wheel`) as a cluster library. Locally, `bash .ci/setup`
+# MAGIC has installed them.
+
+# COMMAND ----------
+
+# MAGIC %pip install "deltalake>=1.1,<2" "cramjam>=2.8" "crc32c>=2.4" "click>=8.1,<9" "vl-convert-python>=1.6" "prometheus-client>=0.20" matplotlib
+
+# COMMAND ----------
+
 import os
 import sys
 from pathlib import Path

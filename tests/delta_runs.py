@@ -1,4 +1,4 @@
-"""Output folders written with delta-rs alone (no Spark), one Delta commit per table as jobs/sink.py makes
+"""Output folders written with delta-rs alone (no Spark), one Delta commit per table as jobs/lake/sink.py makes
 them, for tests of readers: `commit_run(out, {"committed_offsets": [row, ...], ...})`."""
 from __future__ import annotations
 

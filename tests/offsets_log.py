@@ -73,11 +73,14 @@ class OffsetsLog:
 
     def share_snapshot(self, group: str, topic_id: str, partition: int, at: int, *, start: int,
                        batches: list[tuple[int, int, int, int]] = (), snapshot_epoch: int = 0, state_epoch: int = 0,
-                       leader_epoch: int = 0, delivery_complete_count: int = -1, coordinator: int = 0) -> int:
-        """A ShareSnapshot in `__share_group_state` (batches: first, last, delivery state, delivery count)."""
+                       leader_epoch: int = 0, delivery_complete_count: int = -1, coordinator: int = 0,
+                       written: int | None = None) -> int:
+        """A ShareSnapshot in `__share_group_state` (batches: first, last, delivery state, delivery count), created
+        and written at `written` (default: the record's timestamp)."""
+        written = at if written is None else written
         value = {"SnapshotEpoch": snapshot_epoch, "StateEpoch": state_epoch, "LeaderEpoch": leader_epoch,
                  "StartOffset": start, "DeliveryCompleteCount": delivery_complete_count,
-                 "CreateTimestamp": at, "WriteTimestamp": at, "StateBatches": _state_batches(batches)}
+                 "CreateTimestamp": written, "WriteTimestamp": written, "StateBatches": _state_batches(batches)}
         return self._share(SHARE_SNAPSHOT, group, topic_id, partition, value, at, coordinator)
 
     def share_update(self, group: str, topic_id: str, partition: int, at: int, *, start: int = -1,

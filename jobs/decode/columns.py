@@ -37,7 +37,8 @@ GROUP_METADATA_DDL = (
 PARTITIONS_DDL = "array<struct<topic_id:string,subtopology_id:string,partition:int,assignment_epoch:int>>"
 MODERN_DDL = (
     "member_id string, regex string, epoch int, metadata_hash bigint, validated_topology_epoch int, "
-    "assignment_epoch int, instance_id string, rack_id string, client_id string, client_host string, "
+    "stored_description_topology_epoch int, failed_description_topology_epoch int, assignment_epoch int, "
+    "assignment_timestamp_ms bigint, instance_id string, rack_id string, client_id string, client_host string, "
     "subscribed_topic_names array<string>, subscribed_topic_regex string, rebalance_timeout_ms int, "
     "server_assignor string, classic_session_timeout_ms int, is_classic_member boolean, topology_epoch int, "
     "process_id string, member_epoch int, previous_member_epoch int, member_state smallint, "
@@ -157,12 +158,19 @@ def modern_columns(key: bytes, value: bytes | None) -> dict[str, Any]:
 
 
 def _group_epoch(v: dict) -> dict:
+    """Streams groups' topology epochs are -1 for none: the topology not validated (4.2+), no description stored
+    or refused by KIP-1331's plugin (4.4+); a stored epoch of -2 says a plugin operation was interrupted."""
     return {"epoch": v["Epoch"], "metadata_hash": v.get("MetadataHash"),
-            "validated_topology_epoch": v.get("ValidatedTopologyEpoch")}
+            "validated_topology_epoch": _sentinel(v.get("ValidatedTopologyEpoch", -1)),
+            "stored_description_topology_epoch": _sentinel(v.get("StoredDescriptionTopologyEpoch", -1)),
+            "failed_description_topology_epoch": _sentinel(v.get("FailedDescriptionTopologyEpoch", -1))}
 
 
 def _assignment_epoch(v: dict) -> dict:
-    return {"assignment_epoch": v["AssignmentEpoch"]}
+    """KIP-1263's AssignmentTimestamp (4.3+) is 0 when unknown, as Kafka reads it (canComputeNextTargetAssignment);
+    Kafka refuses a negative one (TargetAssignmentMetadata)."""
+    timestamp = v.get("AssignmentTimestamp") or 0
+    return {"assignment_epoch": v["AssignmentEpoch"], "assignment_timestamp_ms": timestamp if timestamp > 0 else None}
 
 
 def _member(v: dict) -> dict:
@@ -179,22 +187,25 @@ def _member(v: dict) -> dict:
 
 
 def _partitions(entries: list[dict] | None, default_epoch: int | None, by: str = "TopicId") -> list[dict]:
-    """Topic (or subtopology) partitions, one row each, with its assignment epoch where known.
+    """Topic (or subtopology) partitions, one row each, with the epoch it was assigned to the member at (KIP-1251).
 
-    Without the AssignmentEpochs tag a partition's epoch is max(member epoch, 0) (Utils.assignmentFromTopicPartitions).
+    An entry whose AssignmentEpochs (4.3+; streams 4.2+) is absent or not one per partition takes `default_epoch`
+    for all its partitions, as Kafka loads it (Utils.assignmentFromTopicPartitions, TasksTupleWithEpochs).
     """
     rows = []
     for e in entries or []:
-        epochs = e.get("AssignmentEpochs") or []
-        for i, p in enumerate(e["Partitions"]):
-            rows.append({"topic_id": e.get("TopicId") if by == "TopicId" else None,
-                         "subtopology_id": e.get("SubtopologyId"), "partition": p,
-                         "assignment_epoch": epochs[i] if i < len(epochs) else default_epoch})
+        partitions = e["Partitions"]
+        epochs = e.get("AssignmentEpochs")
+        if epochs is None or len(epochs) != len(partitions):
+            epochs = [default_epoch] * len(partitions)
+        rows += [{"topic_id": e.get("TopicId") if by == "TopicId" else None,
+                  "subtopology_id": e.get("SubtopologyId"), "partition": p, "assignment_epoch": epoch}
+                 for p, epoch in zip(partitions, epochs)]
     return rows
 
 
-def _current_assignment(v: dict) -> dict:
-    epoch = max(v["MemberEpoch"], 0)
+def _current_assignment(v: dict, epoch: int | None) -> dict:
+    """`epoch`: the assignment epoch of partitions whose record gives none (`_partitions`)."""
     if "ActiveTasks" in v:  # streams: tasks are (subtopology, partition)
         assigned = _partitions(v["ActiveTasks"], epoch, by="SubtopologyId")
         pending = _partitions(v["ActiveTasksPendingRevocation"], epoch, by="SubtopologyId")
@@ -233,9 +244,11 @@ _MODERN_FIELDS: dict[str, Callable[[dict], dict]] = {
     "ShareGroupTargetAssignmentMetadata": _assignment_epoch,
     "StreamsGroupTargetAssignmentMetadata": _assignment_epoch,
     "ConsumerGroupMemberMetadata": _member, "ShareGroupMemberMetadata": _member, "StreamsGroupMemberMetadata": _member,
-    "ConsumerGroupCurrentMemberAssignment": _current_assignment,
-    "ShareGroupCurrentMemberAssignment": _current_assignment,
-    "StreamsGroupCurrentMemberAssignment": _current_assignment,
+    # Assignment epochs by default: at least 0 in consumer groups (a static member that left for a while has epoch
+    # -2), the member epoch in streams groups, none in share groups (their members keep no epochs).
+    "ConsumerGroupCurrentMemberAssignment": lambda v: _current_assignment(v, max(v["MemberEpoch"], 0)),
+    "ShareGroupCurrentMemberAssignment": lambda v: _current_assignment(v, None),
+    "StreamsGroupCurrentMemberAssignment": lambda v: _current_assignment(v, v["MemberEpoch"]),
     "ConsumerGroupTargetAssignmentMember": _target_assignment,
     "ShareGroupTargetAssignmentMember": _target_assignment,
     "StreamsGroupTargetAssignmentMember": _target_assignment,

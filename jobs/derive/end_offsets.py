@@ -139,6 +139,11 @@ class Snapshots:
         # From each snapshot on, the lowest log end of its partition: non-decreasing, so searchable (passed_at).
         stop_of = np.repeat(self._stop, self._stop - self._start)
         self._floor = _suffix_min(np.where(self._known, self._log_end, _NEVER), stop_of)
+        # At each row, the newest row up to it that has a log start (-1: none yet).
+        starts = table.column("log_start_offset")
+        self._log_start, self._start_known = numbers(starts), known(starts)
+        self._last_start = np.maximum.accumulate(np.where(self._start_known, np.arange(n), -1)) if n else \
+            np.zeros(0, np.int64)
 
     @classmethod
     def of(cls, history: pa.Table, as_of_us: int | None = None) -> Snapshots:
@@ -161,6 +166,13 @@ class Snapshots:
     def newest(self, where: np.ndarray) -> np.ndarray:
         """The row of `table` of each partition's newest snapshot."""
         return self._stop[where] - 1
+
+    def log_start(self, where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each partition's log start offset from its newest snapshot that has one (a file's snapshots may carry
+        none while a live fetch's do), and whether there is one."""
+        row = self._last_start[self._stop[where] - 1] if len(where) else np.zeros(0, np.int64)
+        has = row >= self._start[where]
+        return self._log_start[self._clip(row)], has
 
     def log_end_at(self, where: np.ndarray, at_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The log end offset at each moment (epoch µs): linear between the snapshots before and after it

@@ -26,7 +26,8 @@ def consumer_lag(committed: pa.Table, snapshots: Snapshots, as_of: datetime | No
     `committed` has group_id, topic, partition, committed_offset, as_of (committed_offsets). `snapshots` is the
     end-offset history read at `as_of` (Snapshots.of(history, as_of)); end offsets as read this run become
     history first (jobs.derive.end_offsets.history_rows). Without their live columns (a file)
-    end_offsets_fetched_at and below_log_start are null (unknown).
+    end_offsets_fetched_at, log_start_offset, below_log_start and records_lost are null (unknown) unless a
+    snapshot up to it has a log start.
 
     With `as_of`, lag is measured there: the end offsets are the newest snapshot observed at or before it and
     nothing later is read. Without it (the call of a single snapshot, read with as_of None) the snapshot given
@@ -58,8 +59,11 @@ def consumer_lag(committed: pa.Table, snapshots: Snapshots, as_of: datetime | No
         # KIP-1226 (4.2+): records at or above the start offset whose delivery completed are not lag; a state
         # written before (-1, unknown) is measured from the start offset alone.
         lag = lag - np.maximum(numbers(committed.column("delivery_complete_count")), 0)
-    passed, has_passed = snapshots.passed_at(where, offset)
-    seconds, has_seconds = lag_in_time(passed, has_passed & has_offset, lag, has_lag, at, has_at)
+    start, has_start = snapshots.log_start(where)
+    lost, has_lost = records_lost(offset, has_offset, start, has_start)
+    # Records retention deleted are not waiting: the oldest one that is starts at the log start.
+    passed, has_passed = snapshots.passed_at(where, offset + lost)
+    seconds, has_seconds = lag_in_time(passed, has_passed & has_offset, lag - lost, has_lag, at, has_at)
     consume, has_consume = _consume_rates(committed, rates)
     produce, has_produce = snapshots.produce_rate(where, at - rate_window_ms * 1000.0, at)
     has_produce &= has_at
@@ -74,9 +78,10 @@ def consumer_lag(committed: pa.Table, snapshots: Snapshots, as_of: datetime | No
         "produce_rate": pa.array(produce, mask=~has_produce),
         "catch_up_seconds": pa.array(catch, mask=~has_catch),
         "end_offsets_fetched_at": current.column("fetched_at"),
-        "log_start_offset": current.column("log_start_offset"),
+        "log_start_offset": pa.array(start, mask=~has_start),
         # Retention deleted what this offset points at: the consumer will reset (auto.offset.reset).
-        "below_log_start": pc.less(committed.column("committed_offset"), current.column("log_start_offset")),
+        "below_log_start": pa.array(offset < start, mask=~(has_start & has_offset)),
+        "records_lost": pa.array(lost, mask=~has_lost),
         "progress": pa.repeat(pa.scalar(progress, pa.string()), committed.num_rows),
     }
     schema = arrow_schema("consumer_lag")
@@ -92,6 +97,14 @@ def _consume_rates(rows: pa.Table, rates: pa.Table | None) -> tuple[np.ndarray, 
     found = pa.array([rate_of.get(k) if None not in k else None  # a null never joins
                       for k in zip(*(rows.column(c).to_pylist() for c in keys))], pa.float64())
     return pc.fill_null(found, 0.0).to_numpy(), known(found)
+
+
+def records_lost(offset: np.ndarray, has_offset: np.ndarray, start: np.ndarray, has_start: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Records retention deleted before the group read them: log start - committed offset when positive, 0 when
+    not (0 too where the log start is unknown, with known False: the caller's sums stay whole)."""
+    has = has_offset & has_start
+    return np.where(has, np.maximum(start - offset, 0), 0), has
 
 
 def lag_in_time(passed: np.ndarray, has_passed: np.ndarray, lag: np.ndarray, has_lag: np.ndarray, at: np.ndarray,

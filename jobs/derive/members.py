@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from jobs.lake.tables import arrow_schema
 from jobs.replay.groups import CLASSIC, of_kind
+from jobs.replay.partition import timestamps_ms
 
 MEMBER_TABLES = ("group_members", "group_target_assignments", "streams_topologies")
 # Member state names by family and code (modern/MemberState.java, streams/MemberState.java).
@@ -69,11 +70,7 @@ class _NamedFold:
         if name == "group_members":
             table = self._group_members(schema)
         elif name == "group_target_assignments":
-            rows = [{"coordinator_partition": t["coordinator_partition"], "group_id": t["group_id"],
-                     "member_id": t["target"]["member_id"], **p}
-                    for t in self.targets.to_pylist()
-                    for p in self._named(t, t["target"]["partitions"])]
-            table = pa.Table.from_pylist(rows, schema)
+            table = self._group_target_assignments(schema)
         else:
             rows = self.topologies
             fields = dict(zip([f.name for f in rows.schema.field("topology").type],
@@ -82,6 +79,15 @@ class _NamedFold:
         stamp = pa.scalar(self.as_of, schema.field("as_of").type)
         index = schema.get_field_index("as_of")
         return table.set_column(index, schema.field(index), pa.repeat(stamp, table.num_rows))
+
+    def _group_target_assignments(self, schema: pa.Schema) -> pa.Table:
+        """One row per partition of a target (member_id, assignment_timestamp_ms, partitions), named."""
+        rows = [{"coordinator_partition": t["coordinator_partition"], "group_id": t["group_id"], **t["target"], **p}
+                for t in self.targets.to_pylist()
+                for p in self._named(t, t["target"]["partitions"])]
+        stamps = timestamps_ms(pa.array([r["assignment_timestamp_ms"] for r in rows], pa.int64()))
+        index = schema.get_field_index("assignment_timestamp")
+        return pa.Table.from_pylist(rows, schema).set_column(index, schema.field(index), stamps)
 
     def _group_members(self, schema: pa.Schema) -> pa.Table:
         family = pc.struct_field(self.members.column("member"), "family")

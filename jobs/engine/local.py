@@ -63,23 +63,29 @@ class LocalRunner:
     def read_source(self, plan: Any, kernel: ChunkKernel, outputs: dict[str, pa.Schema]) -> None:
         """Pass 1: every task of `plan` through `kernel`."""
         self._all([(chunk_task, (plan, task, index, kernel, outputs, self.stages))
-                   for index, task in enumerate(plan.reads)])
+                   for index, task in enumerate(plan.reads)], "reading the source (tasks)")
 
     def by_partition(self, stage: str, inputs: dict[str, str], kernel: PartitionKernel,
                      outputs: dict[str, pa.Schema]) -> None:
         """Pass 2 or 3: each group's rows of `inputs` (output name -> the stage that wrote it), partition by
         partition, through `kernel`; its outputs written as stage `stage`'s."""
         self._all([(partition_task, (stage, group, inputs, kernel, outputs, self.stages))
-                   for group in range(self.stages.groups)])
+                   for group in range(self.stages.groups)], f"{stage} (groups of partitions)")
 
-    def _all(self, tasks: list[tuple[Callable, tuple]]) -> None:
-        """Run `tasks`; the first failure is raised. A worker that dies (killed by the system when memory runs
-        out) fails the run with one line, where a process pool that replaces it would wait forever."""
+    def _all(self, tasks: list[tuple[Callable, tuple]], label: str) -> None:
+        """Run `tasks` (their progress on a terminal, as `label`); the first failure is raised. A worker that dies
+        (killed by the system when memory runs out) fails the run with one line, where a process pool that
+        replaces it would wait forever."""
+        from concurrent.futures import as_completed
         from concurrent.futures.process import BrokenProcessPool
 
+        from jobs.runtime.progress import Progress
+
         try:
-            for future in [self._pool.submit(fn, *args) for fn, args in tasks]:
-                future.result()
+            with Progress(label, len(tasks)) as progress:
+                for future in as_completed([self._pool.submit(fn, *args) for fn, args in tasks]):
+                    future.result()
+                    progress.step()
         except BrokenProcessPool:
             raise RuntimeError("a worker process died (out of memory? see the system log); "
                                "try --workers 1, or --engine spark on a cluster") from None

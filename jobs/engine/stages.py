@@ -21,7 +21,7 @@ import pyarrow.dataset as pads
 from jobs.kill_points import kill_point
 from jobs.lake.hive import NULL_PARTITION, data_files
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
-from jobs.lake.storage import Location
+from jobs.lake.storage import Location, close_parquet
 from jobs.lake.tables import STAGED_TABLES, conform, partition_columns
 from jobs.replay.records import numbers
 
@@ -196,12 +196,15 @@ class TaskOutputs:
         return self._open[name]
 
     def close(self) -> None:
-        for partition in list(self._held):
-            self._flush(partition)
-        for name in list(self._pending):
-            self._write_pending(name)
-        for writer in self._open.values():
-            writer.close()
+        """Write what is held, and close every file even when a write fails."""
+        try:
+            for partition in list(self._held):
+                self._flush(partition)
+            for name in list(self._pending):
+                self._write_pending(name)
+        finally:
+            writers, self._open = list(self._open.values()), {}
+            close_parquet(*writers)
 
 
 def write_options(schema: pa.Schema) -> dict[str, list[str]]:

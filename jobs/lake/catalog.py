@@ -7,7 +7,7 @@ What an entry is depends on what Spark can read:
   itself, so the entry follows every later rebuild.
 * Without it, Spark cannot read Delta at all, and a Parquet table over DIR/<table> would be wrong: a
   replaced version's files stay in the folder (until VACUUM) and would be read as well. So each entry is
-  a view over exactly the files of the table's version in the newest complete run (jobs/runs.py), hard
+  a view over exactly the files of the table's version in the newest complete run (jobs/lake/runs.py), hard
   linked into the catalog folder (copied when a hard link cannot be made): the files of that version and
   nothing else, even after a VACUUM of the table. A snapshot table's partitions become folders
   `as_of_us=<epoch microseconds>`, which the view turns back into the `as_of` timestamp (no time zone
@@ -153,6 +153,11 @@ def register_catalog(spark: Any, output: "Location | str", database: str, folder
         names.append(f"{database}.{name}")
     summary: dict[str, Any] = {"database": database, "entries": names, "catalog": implementation,
                                "kind": "delta tables" if delta else "views over the run's files"}
+    earlier = {f"{database}.{query_name(t)}": tables.label(t) for t in tables.versions if tables.label(t)}
+    if earlier:  # a plain Delta table is read at its newest version anyway; a view at the run's
+        summary["from_earlier_runs"] = earlier
+        for label in earlier.values():
+            log.warning("catalog: %s", label)
     if implementation == "hive" and folder is not None and (folder / "metastore_db").is_dir():
         summary["properties_file"] = str(write_properties_file(folder, database))
     log.info("registered %d tables as %s.<table> (%s)", len(names), database, summary["kind"])

@@ -3,7 +3,7 @@
 Each table is replaced in its own Delta commit, so a run killed between two commits would leave some tables
 new and some old. Runs make the set atomic:
 
-* Writing (jobs/sink.py): every table commit carries the run's id, as commit metadata `offsetlake.run_id`
+* Writing (jobs/lake/sink.py): every table commit carries the run's id, as commit metadata `offsetlake.run_id`
   (Spark's Delta writer can only set `userMetadata`, which then reads `offsetlake.run_id=<id>`). After the
   last table, one row is appended to the Delta table `DIR/_runs`: run_id, as_of, finished_at, source,
   delta_engine and the version of every table. That append is the run's commit point.
@@ -15,18 +15,22 @@ new and some old. Runs make the set atomic:
 """
 from __future__ import annotations
 
+import errno
+import os
 import uuid
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 from urllib.parse import unquote
 
 import pyarrow as pa
 
-from jobs.lake.storage import Location, located
+from jobs.lake.storage import Location, located, os_cause, os_detail
 from jobs.lake.tables import utc_micros
 
 RUNS_TABLE = "_runs"
+LOCK_TABLE = "_offsetlake_lock"  # jobs.lake.output_lock: not a table of the runs
 RUN_ID_KEY = "offsetlake.run_id"
 RUNS_SCHEMA = pa.schema([
     ("run_id", pa.string()),
@@ -35,7 +39,16 @@ RUNS_SCHEMA = pa.schema([
     ("source", pa.string()),
     ("delta_engine", pa.string()),
     ("tables", pa.list_(pa.struct([("table", pa.string()), ("version", pa.int64())]))),
+    # What `offsetlake metrics` reports of the run itself (null in rows of runs before them).
+    ("cluster", pa.string()),
+    ("started_at", pa.timestamp("us", tz="UTC")),
+    ("records_read", pa.int64()),
+    ("records_quarantined", pa.int64()),
+    # The version of _runs this row was committed at: the order runs were recorded in, which decides the newest
+    # (finished_at is a clock's, and the hosts' clocks may disagree). Null in rows of runs before it.
+    ("recorded_version", pa.int64()),
 ])
+RUN_INFO = ("cluster", "started_at", "records_read", "records_quarantined")  # record_run's `info`
 # _runs gains one small file per run; past this many it is compacted, so readers open few files (a run reads it
 # three or four times: at 64 files, those reads cost a daily run a tenth more than at 8).
 RUNS_FILES_BEFORE_COMPACTION = 8
@@ -46,6 +59,10 @@ RUNS_FILES_BEFORE_COMPACTION = 8
 TABLE_PROPERTIES = {"delta.enableExpiredLogCleanup": "false", "delta.checkpointInterval": "10"}
 # How far back a run looks for its own commit in a table's history (other writers may have committed since).
 OWN_COMMIT_LOOKBACK = 16
+# A takeover's empty commit to a table (jobs.lake.output_lock.fence): it changes no data, so a table's newest
+# data commit may lie below it.
+FENCE_KEY = "offsetlake.fence"
+T = TypeVar("T")
 
 
 def new_run_id() -> str:
@@ -69,6 +86,36 @@ def run_id_of(commit: dict[str, Any]) -> str | None:
     prefix = f"{RUN_ID_KEY}="
     user = commit.get("userMetadata")
     return user[len(prefix):] if isinstance(user, str) and user.startswith(prefix) else None
+
+
+def is_fence(commit: dict[str, Any]) -> bool:
+    return FENCE_KEY in commit
+
+
+def fenced_commit(target: Location, commit: Callable[[Any], T], guard: Callable[[], None] | None) -> T:
+    """Commit to the table at `target` only while this run holds the output: open the table, `guard()` (the
+    lock's check: LockLost once another run took the output over), then `commit(table)`, which must commit
+    exactly the version opened plus one (no commit retry), or create the table when it is None (failing when it
+    exists). A takeover between the check and the commit fences that version, or creates a staged table
+    (jobs.lake.output_lock.fence), so the commit fails, and the check after it ends the run; another writer's
+    commit (a user's OPTIMIZE) is simply retried."""
+    from deltalake.exceptions import CommitFailedError, DeltaError
+
+    for _ in range(5):
+        table = delta_table(target) if is_table(target) else None
+        if guard is not None:
+            guard()
+        try:
+            return commit(table)
+        except CommitFailedError:
+            continue
+        except DeltaError as e:
+            if table is None and "already exists" in str(e).lower():
+                continue
+            raise
+    if guard is not None:
+        guard()
+    raise RuntimeError(f"{target}: other writers kept committing to this table; try again")
 
 
 def delta_table(where: Location | str, version: int | None = None) -> Any:
@@ -101,26 +148,73 @@ def committed_version(path: Location | str, run_id: str) -> int:
 
 
 def record_run(output: Location | str, run_id: str, versions: dict[str, int], as_of: datetime | None,
-               source: str | None, engine: str) -> None:
-    """Append the run's row to DIR/_runs: the commit point after which readers see this run's tables."""
+               source: str | None, engine: str, info: dict[str, Any] | None = None,
+               guard: Callable[[], None] | None = None) -> None:
+    """Append the run's row to DIR/_runs: the commit point after which readers see this run's tables. `info`: the
+    columns of RUN_INFO (the cluster's name, when the run started, its records); `guard`: the lock's check (a run
+    that lost its output records nothing)."""
     from deltalake import write_deltalake
     from deltalake.transaction import CommitProperties
 
-    row = pa.table({
-        "run_id": [run_id],
-        "as_of": [_utc(as_of)],
-        "finished_at": [datetime.now(timezone.utc)],
-        "source": [source],
-        "delta_engine": [engine],
-        "tables": [[{"table": t, "version": v} for t, v in versions.items()]],
-    }, schema=RUNS_SCHEMA)
+    def row(version: int) -> pa.Table:
+        return pa.table({
+            "run_id": [run_id],
+            "as_of": [_utc(as_of)],
+            "finished_at": [datetime.now(timezone.utc)],
+            "source": [source],
+            "delta_engine": [engine],
+            "tables": [[{"table": t, "version": v} for t, v in versions.items()]],
+            **{name: [(info or {}).get(name)] for name in RUN_INFO},
+            "recorded_version": [version],
+        }, schema=RUNS_SCHEMA)
+
     path = located(output).child(RUNS_TABLE)
-    write_deltalake(path.delta_uri, row, mode="append", schema_mode="merge", configuration=TABLE_PROPERTIES,
-                    storage_options=path.storage_options,
-                    commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+    once = CommitProperties(custom_metadata=commit_metadata(run_id), max_commit_retries=0)
+
+    def commit(runs: Any) -> None:  # without retries, the commit lands at the version read plus one, or fails
+        if runs is None:
+            write_deltalake(path.delta_uri, row(0), mode="error", configuration=TABLE_PROPERTIES,
+                            storage_options=path.storage_options, commit_properties=once)
+        else:
+            write_deltalake(runs, row(runs.version() + 1), mode="append", schema_mode="merge",
+                            commit_properties=once)
+
+    fenced_commit(path, commit, guard)
     runs = delta_table(path)
     if len(runs.file_uris()) > RUNS_FILES_BEFORE_COMPACTION:
+        if guard is not None:
+            guard()
         runs.optimize.compact()  # its own commit, after the commit point: a failure here loses nothing
+
+
+# What the storage says when it cannot take a run's writes: the disk is full, the quota reached, the folder
+# read-only or no longer writable.
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
+
+
+@contextmanager
+def storage_failures(output: Location, run_id: str) -> Iterator[None]:
+    """Run `run_id`'s failure because the storage under `output` refused its writes (STORAGE_ERRNOS, as the
+    operating system or delta-rs report them) as RunFailed: one line that names the cause and says whether the
+    run was recorded, where it would be an internal error's."""
+    from jobs.errors import BadInput, RunFailed
+
+    try:
+        yield
+    except (BadInput, RunFailed):
+        raise
+    except Exception as e:
+        cause = os_cause(e)
+        if cause is None or cause not in {os.strerror(n) for n in STORAGE_ERRNOS}:
+            raise
+        try:
+            recorded = any(r["run_id"] == run_id for r in finished_runs(output))
+            after = (", after this run was recorded: readers see its tables" if recorded else
+                     ": this run recorded nothing (readers see the tables as they were), and the next run cleans "
+                     "up after it")
+        except Exception:  # noqa: BLE001 - the cause is still worth its line
+            after = ""
+        raise RunFailed(f"--output {output}: {cause} ({os_detail(e, cause)}){after}") from e
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -136,6 +230,17 @@ class Snapshot:
     output: Location
     versions: dict[str, int]
     run: dict[str, Any] | None = None  # the _runs row; None when no run was ever recorded here
+    # Tables the newest run did not write (--no-history skips the history tables), read as the newest earlier
+    # complete run wrote them: that run's _runs row, for readers to say so.
+    earlier: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def label(self, table: str) -> str | None:
+        """Where a table the newest run did not write comes from, in words; None for the newest run's own."""
+        run = self.earlier.get(table)
+        if run is None or self.run is None:
+            return None
+        return (f"{table} is as of {_iso(run['as_of'])} (run {run['run_id']}): the newest run, as of "
+                f"{_iso(self.run['as_of'])}, did not write it (--no-history)")
 
     def open(self, table: str) -> Any:
         """The table at its version (a deltalake.DeltaTable); KeyError when it is not there."""
@@ -150,6 +255,7 @@ def existing_output(text: str, storage: dict[str, str] | None = None) -> Locatio
     from jobs.errors import BadInput
 
     output = Location.parse(text, storage)
+    output.check_delta_path(f"--output {text}")
     if not output.local:
         output.check_reachable("--output", text)
     if not output.exists():
@@ -163,18 +269,32 @@ def snapshot(output: Location | str, tables: Iterable[str]) -> Snapshot:
     """Which version of each of `tables` to read under `output`: those of the newest complete run."""
     output = located(output)
     runs = finished_runs(output)
-    newest = max(runs, key=lambda r: r["finished_at"]) if runs else None
+    newest = runs[-1] if runs else None  # finished_runs: in the order they were recorded
     recorded = {t["table"]: t["version"] for t in newest["tables"]} if newest else {}
     finished = {r["run_id"] for r in runs}
-    versions = {}
+    versions, earlier = {}, {}
     for table in tables:
         where = output.child(*table.split("/"))
         if not is_table(where):
             continue
-        version = recorded[table] if table in recorded else _newest_finished_version(where, finished)
+        if table in recorded:
+            version = recorded[table]
+        else:  # the newest earlier run that wrote it, else (written before _runs existed) its newest version
+            wrote = next((r for r in reversed(runs) if any(t["table"] == table for t in r["tables"])), None)
+            if wrote is not None:
+                earlier[table] = wrote
+                version = next(t["version"] for t in wrote["tables"] if t["table"] == table)
+            else:
+                version = _newest_finished_version(delta_table(where), finished)
         if version is not None:
             versions[table] = version
-    return Snapshot(output, versions, newest)
+    return Snapshot(output, versions, newest, earlier)
+
+
+def _iso(moment: datetime | None) -> str:
+    if moment is None:
+        return "-"
+    return moment.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
 
 
 def finished_runs(output: Location | str) -> list[dict[str, Any]]:
@@ -190,20 +310,29 @@ def finished_runs(output: Location | str) -> list[dict[str, Any]]:
     found = QueryBuilder().register("runs", delta_table(path)).execute("SELECT * FROM runs")
     table = pa.RecordBatchReader.from_stream(found).read_all()
     table = table.cast(pa.schema([f.with_type(utc_micros(f.type, tz=None)) for f in table.schema]))
-    return sorted(table.to_pylist(), key=lambda r: r["finished_at"])
+    return sorted(table.to_pylist(), key=recorded_order)
 
 
-def _newest_finished_version(path: Location, finished: set[str]) -> int | None:
-    """The newest version not written by an unfinished run; None when every version was."""
-    table = delta_table(path)
+def recorded_order(run: dict[str, Any]) -> tuple:
+    """The sort key of _runs rows in the order they were recorded: rows of earlier releases (no
+    recorded_version, always before the others) by finished_at."""
+    version = run.get("recorded_version")
+    return (version is not None, version if version is not None else 0, run["finished_at"])
 
+
+def _newest_finished_version(table: Any, finished: set[str]) -> int | None:
+    """The newest version of `table` (a DeltaTable) not written by an unfinished run; None when every version
+    was."""
     def ok(commit: dict[str, Any]) -> bool:
         run_id = run_id_of(commit)
         return run_id is None or run_id in finished
 
-    if ok(table.history(1)[0]):  # the usual case: one commit read, not the whole log
+    newest = table.history(1)[0]
+    if ok(newest) and not is_fence(newest):  # the usual case: one commit read, not the whole log
         return table.version()
-    return next((int(c["version"]) for c in table.history() if ok(c)), None)
+    # A fence holds the data of the commit below it: the newest data commit decides.
+    data = [c for c in table.history() if not is_fence(c)]
+    return next((int(c["version"]) for c in data if ok(c)), None)
 
 
 def committed_by(path: Location, run_id: str) -> bool:
@@ -213,11 +342,12 @@ def committed_by(path: Location, run_id: str) -> bool:
 
 
 def table_folders(output: Location | str) -> list[Location]:
-    """Every Delta table under `output`: the tables, the snapshot tables and _runs."""
+    """Every Delta table under `output`: the tables, the snapshot tables and _runs (not the lock)."""
     from jobs.lake.tables import SNAPSHOTS
 
     output = located(output)
-    return [p for p in [*output.children(), *output.child(SNAPSHOTS).children()] if is_table(p)]
+    return [p for p in [*output.children(), *output.child(SNAPSHOTS).children()]
+            if p.name != LOCK_TABLE and is_table(p)]
 
 
 def unreferenced_files(output: Location | str) -> list[str]:
@@ -245,31 +375,48 @@ def name_in(output: Location, table: Location) -> str:
     return table.path[len(output.path):].strip("/")
 
 
-def restore_unfinished(output: Location) -> list[str]:
+def restore_unfinished(output: Location, guard: Callable[[], None] | None = None) -> list[str]:
     """Tables whose newest version was committed by a run that never recorded itself (it died between its
     commits), restored to their newest version of a complete run, so that a plain Delta reader, which reads
-    each table's newest version, sees one whole run again. Returns their names."""
+    each table's newest version, sees one whole run again; each restore a fenced commit (`guard`: the lock's
+    check). Returns their names."""
+    from deltalake.transaction import CommitProperties
+
     finished = {r["run_id"] for r in finished_runs(output)}
-    restored = []
-    for path in table_folders(output):
-        table = delta_table(path)
-        newest = run_id_of(table.history(1)[0])
-        if newest is None or newest in finished:
-            continue
-        version = _newest_finished_version(path, finished)
+    once = CommitProperties(max_commit_retries=0)
+
+    def restore(table: Any) -> bool:
+        if not _by_unfinished(table, finished):
+            return False
+        version = _newest_finished_version(table, finished)
         if version is not None:
-            table.restore(version)
-            restored.append(name_in(output, path))
-    return restored
+            table.restore(version, commit_properties=once)
+        return version is not None
+
+    return [name_in(output, path) for path in table_folders(output)
+            if _by_unfinished(delta_table(path), finished) and fenced_commit(path, restore, guard)]
 
 
-def keep_runs(output: Location | str, runs: int) -> dict[str, int]:
+def _by_unfinished(table: Any, finished: set[str]) -> bool:
+    """The newest data of `table` was committed by a run that never recorded itself (a fence holds the data of
+    the commit below it)."""
+    commits = table.history(1)
+    if commits and is_fence(commits[0]):
+        commits = [c for c in table.history() if not is_fence(c)][:1]
+    newest = run_id_of(commits[0]) if commits else None
+    return newest is not None and newest not in finished
+
+
+def keep_runs(output: Location | str, runs: int, guard: Callable[[], None] | None = None) -> dict[str, int]:
     """Delete the data files that no version of the last `runs` complete runs references (and no table's newest
-    version): the only way old versions go (rebuild --keep-runs). Returns, per table, the files deleted."""
+    version): the only way old versions go (rebuild --keep-runs). Returns, per table, the files deleted.
+    `guard`: the lock's check, before each table (a run that lost its output deletes nothing more)."""
     output = located(output)
     kept = finished_runs(output)[-runs:]
     deleted = {}
     for path in table_folders(output):
+        if guard is not None:
+            guard()
         name = name_in(output, path)
         versions = sorted({t["version"] for r in kept for t in r["tables"] if t["table"] == name})
         files = delta_table(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -32,9 +32,10 @@ import pyarrow.parquet as pq
 from jobs.kill_points import kill_point
 from jobs.lake.hive import data_files, relative
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
-from jobs.lake.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, is_table, new_run_id, record_run,
-                            run_id_of, spark_user_metadata)
-from jobs.lake.storage import Location
+from jobs.errors import LockLost
+from jobs.lake.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, fenced_commit, new_run_id,
+                            record_run, run_id_of, spark_user_metadata)
+from jobs.lake.storage import Location, write_parquet
 from jobs.lake.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, STAGED_TABLES, TABLES, arrow_schema, conform,
                               partition_columns, snapshot_table)
 
@@ -63,8 +64,11 @@ class TableSink:
     the next run removes (jobs.lake.output_lock.recover)."""
 
     def __init__(self, output: Location, run_id: str, engine: str = "delta-rs", snapshots: bool = False,
-                 spark: Any = None) -> None:
+                 spark: Any = None, guard: Callable[[], None] | None = None) -> None:
         self.output = output
+        # The lock's check (jobs.lake.output_lock.OutputLock.check), made before every commit: LockLost once
+        # another run took the output over. None: the caller holds no lock (tests of the sink alone).
+        self.guard = guard
         self.run_id = run_id
         self.engine = engine  # "delta-rs", or "spark" (Spark's Delta writer, on `spark`)
         self.snapshots = snapshots  # also write the state tables to DIR/snapshots/<table> (--snapshot)
@@ -81,7 +85,7 @@ class TableSink:
         folder = self.staged(table)
         folder.mkdir()
         name = f"driver-{len(folder.children()):05d}.parquet"
-        pq.write_table(conform(rows, table), folder.child(name).path, filesystem=folder.fs)
+        write_parquet(conform(rows, table), folder.child(name))
 
     def _dataset(self, table: str) -> pads.Dataset | None:
         folder = self.staged(table)
@@ -103,10 +107,11 @@ class TableSink:
         return data.head(n, columns=columns).to_pylist() if data is not None else []
 
     def commit(self, as_of: datetime | None = None, source: str | None = None, tables: list[str] | None = None,
-               appends: tuple[str, ...] = ()) -> dict[str, str]:
+               appends: tuple[str, ...] = (), info: dict[str, Any] | None = None) -> dict[str, str]:
         """Replace every table of `tables` (default: all; one nothing staged is empty), but append to those of
         `appends` (raw_records: the archive grows), and with snapshots this as_of's partition of each snapshot
-        table, then record the run (its commit point); returns table -> Delta path."""
+        table, then record the run (its commit point, with `info`: jobs.lake.runs.RUN_INFO); returns table -> Delta
+        path."""
         if self.snapshots and as_of is None:
             raise ValueError("snapshots need the run's as_of")
         written, versions = self.committed, {}
@@ -136,21 +141,37 @@ class TableSink:
                 versions[path] = committed_version(target, run_id)
                 written[path] = target.uri
                 kill_point(f"committed:{len(written)}")
-            record_run(self.output, run_id, versions, as_of, source, self.engine)
+            record_run(self.output, run_id, versions, as_of, source, self.engine, info, self.guard)
             kill_point("recorded")
-        finally:
-            self.discard(committed=written)
+        except BaseException:
+            self.discard(committed=written, failed=True)
+            raise
+        self.discard(committed=written)
         return written
 
-    def discard(self, committed: dict[str, str] | None = None) -> None:
+    def discard(self, committed: dict[str, str] | None = None, failed: bool = False) -> None:
         """Remove the run's staging area, and its staged tables but those `committed` by delta-rs (default: those
         this sink committed; their files are the tables' now, even when the run then fails: the next run restores
-        the tables); after a commit, or after a failure, once no worker writes there."""
-        committed = self.committed if committed is None else committed
+        the tables); after a commit, or after a failure, once no worker writes there. After a failure (`failed`),
+        what cannot be removed (a read-only folder; a run that took the output over removing them too) is left to
+        the next run, and the run's own error told."""
+        try:
+            self._discard(self.committed if committed is None else committed)
+        except Exception as e:
+            if not failed:
+                raise
+            log.debug("left the staged files of run %s to the next run: %s", self.run_id, e)
+
+    def _discard(self, committed: dict[str, str]) -> None:
         for table in STAGED_TABLES:
             if self.engine == "spark" or table not in (committed or {}):
                 self.staged(table).remove()
         new_staging(self.output, self.run_id).remove()
+        try:
+            if self.guard is not None:
+                self.guard()
+        except LockLost:
+            return  # the staging area's folder is the new holder's now
         staging = self.output.child(STAGING_DIR)
         if staging.is_dir() and not staging.children():
             staging.remove()
@@ -166,7 +187,8 @@ class TableSink:
         actions = (_add_action(target, f, values, self._file_rows(f)) for f, values in data_files(staged))
         adds = [a for a in actions if a is not None]
         return _transaction(target, arrow_schema(table), adds, partition_columns(table),
-                            CommitProperties(custom_metadata=commit_metadata(run_id)), mode, run_id)
+                            CommitProperties(custom_metadata=commit_metadata(run_id), max_commit_retries=0), mode,
+                            run_id, self.guard)
 
     def _staged_batches(self, table: str) -> pa.RecordBatchReader:
         """The staged table, batch by batch with its contract's Arrow types (the driver never holds it whole)."""
@@ -176,14 +198,20 @@ class TableSink:
         return pa.RecordBatchReader.from_batches(schema, (batch.cast(schema) for batch in batches))
 
     def _commit_spark(self, table: str, target: Location, run_id: str, mode: str = "overwrite") -> None:
+        """Spark's Delta writer cannot commit a given version only: the lock is checked before and after, and a
+        takeover that lands between the two leaves this commit for the next run to undo (docs/robustness.md)."""
         from jobs.runtime.spark_types import spark_schema
 
+        if self.guard is not None:
+            self.guard()
         staged = self.staged(table)
         frame = self.spark.read.schema(spark_schema(table)).parquet(staged.hadoop_uri) if staged.exists() else \
             self.spark.createDataFrame([], spark_schema(table))
         frame.write.format("delta").partitionBy(*partition_columns(table)).mode(mode) \
             .option("overwriteSchema", str(mode == "overwrite").lower()) \
             .option("userMetadata", spark_user_metadata(run_id)).save(target.hadoop_uri)
+        if self.guard is not None:
+            self.guard()
 
     def _snapshot_delta_rs(self, table: str, target: Location, run_id: str, as_of: datetime) -> None:
         from deltalake import write_deltalake
@@ -191,10 +219,19 @@ class TableSink:
 
         # An empty table still replaces the partition: a rerun that finds nothing leaves nothing behind.
         # schema_mode="merge": a contract column added later is null in older partitions, which stay.
-        write_deltalake(target.delta_uri, self._staged_batches(table), mode="overwrite",
-                        predicate=as_of_predicate(as_of, "delta-rs"), partition_by=[SNAPSHOT_PARTITION],
-                        schema_mode="merge", configuration=TABLE_PROPERTIES, storage_options=target.storage_options,
-                        commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+        once = CommitProperties(custom_metadata=commit_metadata(run_id), max_commit_retries=0)
+
+        def commit(opened: Any) -> None:
+            if opened is None:
+                write_deltalake(target.delta_uri, self._staged_batches(table), mode="error",
+                                partition_by=[SNAPSHOT_PARTITION], configuration=TABLE_PROPERTIES,
+                                storage_options=target.storage_options, commit_properties=once)
+            else:
+                write_deltalake(opened, self._staged_batches(table), mode="overwrite",
+                                predicate=as_of_predicate(as_of, "delta-rs"), partition_by=[SNAPSHOT_PARTITION],
+                                schema_mode="merge", commit_properties=once)
+
+        fenced_commit(target, commit, self.guard)
 
     def _snapshot_spark(self, table: str, target: Location, run_id: str, as_of: datetime) -> None:
         staged = self.spark.read.parquet(self.staged(table).hadoop_uri)
@@ -204,24 +241,30 @@ class TableSink:
 
 
 def _transaction(target: Location, schema: pa.Schema, adds: list, partitions: list[str], properties: Any,
-                 mode: str = "overwrite", run_id: str | None = None) -> int | None:
-    """Replace the table at `target` by the files `adds`, or add them (`mode` append); the first time, create it
-    with TABLE_PROPERTIES. Returns the version committed when the table, read on to its newest commit, shows it as
-    run `run_id`'s (else None: jobs.lake.runs.committed_version looks for it)."""
-    from deltalake import DeltaTable, Schema
+                 mode: str = "overwrite", run_id: str | None = None, guard: Callable[[], None] | None = None
+                 ) -> int | None:
+    """Replace the table at `target` by the files `adds`, or add them (`mode` append), as a fenced commit of the
+    version opened plus one (`properties` allow no retry); the first time, create it with TABLE_PROPERTIES (a
+    takeover creates a staged table first: then this creation fails).
+    Returns the version committed when the table, read on to its newest commit, shows it as run `run_id`'s (else
+    None: jobs.lake.runs.committed_version looks for it)."""
+    from deltalake import Schema
     from deltalake.transaction import create_table_with_add_actions
 
     delta_schema = Schema.from_arrow(schema)
-    if is_table(target):
-        table = DeltaTable(target.delta_uri, storage_options=target.storage_options)
+
+    def commit(table: Any) -> int | None:
+        if table is None:
+            create_table_with_add_actions(target.delta_uri, delta_schema, adds, mode="error",
+                                          partition_by=partitions or None, configuration=TABLE_PROPERTIES,
+                                          storage_options=target.storage_options, commit_properties=properties)
+            return None
         table.create_write_transaction(adds, mode, delta_schema, partitions or None, commit_properties=properties)
         table.update_incremental()
         newest = table.history(1)
         return int(newest[0]["version"]) if newest and run_id_of(newest[0]) == run_id else None
-    else:
-        create_table_with_add_actions(target.delta_uri, delta_schema, adds, mode=mode,
-                                      partition_by=partitions or None, configuration=TABLE_PROPERTIES,
-                                      storage_options=target.storage_options, commit_properties=properties)
+
+    return fenced_commit(target, commit, guard)
 
 
 def _add_action(target: Location, file: Location, partition_values: dict[str, str | None], rows: int) -> Any:

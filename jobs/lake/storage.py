@@ -12,6 +12,7 @@ paths on a Databricks node (its FUSE mounts), and Spark's paths there as written
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ _S3 = {"AWS_ACCESS_KEY_ID": "access_key", "AWS_SECRET_ACCESS_KEY": "secret_key",
        "AWS_REGION": "region", "AWS_DEFAULT_REGION": "region", "AWS_ENDPOINT_URL": "endpoint_override",
        "AWS_ENDPOINT": "endpoint_override"}
 SECRET_WORDS = ("SECRET", "KEY", "TOKEN", "PASSWORD", "CREDENTIAL", "SAS")
+DELTA_RS_REFUSES = "^[]|"  # in a local path, delta-rs 1.x panics ("Invalid object store url")
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,10 @@ class Location:
 
     @property
     def delta_uri(self) -> str:
-        """The location as delta-rs takes it: a local path, or the URI (s3a:// read as s3://)."""
+        """The location as delta-rs takes it: a local path, or the URI (s3a:// read as s3://). BadInput for a
+        path delta-rs cannot parse (it panics, printing its own trace, on ^ [ ] | in a local path)."""
         if self.local:
+            self.check_delta_path(str(self))
             return self.path
         return ("s3://" + self.path) if self.scheme in ("s3", "s3a") else self.uri
 
@@ -172,6 +176,13 @@ class Location:
         info = self.fs.get_file_info(self.path)
         return None if info.mtime is None else info.mtime.timestamp()
 
+    def check_delta_path(self, named_as: str) -> None:
+        """BadInput (naming the location as `named_as`) when delta-rs cannot open a table under this path."""
+        bad = sorted(set(self.path) & set(DELTA_RS_REFUSES)) if self.local else []
+        if bad:
+            raise BadInput(f"{named_as}: delta-rs cannot open a Delta table under a path with {' '.join(bad)} in "
+                           f"it; choose another folder")
+
     def check_reachable(self, option: str, text: str, folder: bool = True) -> None:
         """Ask the filesystem about this location once: BadInput (one line, secrets redacted) when its bucket
         does not exist, the credentials are missing or refused, or the endpoint does not answer."""
@@ -186,7 +197,7 @@ class Location:
         except BadInput:
             raise
         except Exception as e:  # pyarrow raises OSError subclasses carrying the store's message
-            reason = redact(_first_line(e), self.options)
+            reason = redact(first_line(e), self.options)
             if self.scheme in ("s3", "s3a") and not _aws_credentials(dict(self.options)):
                 reason = f"no AWS credentials found in the environment, --storage-option or ~/.aws ({reason})"
             raise BadInput(f"{named(option, text)}: {reason}") from None
@@ -212,9 +223,76 @@ def _aws_credentials(options: dict[str, str]) -> bool:
         any(os.path.isfile(os.path.expanduser(f)) for f in files)
 
 
-def _first_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """An error as one line of at most `limit` characters, naming the operating system's cause where a library
+    buried it (delta-rs: "Generic LocalFileSystem error: ... (os error 28)" is "No space left on device"), without
+    the terminal colours delta-rs puts in its messages."""
+    import re
+
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(error)).split()) or type(error).__name__
+    cause = os_cause(error)
+    if cause is not None and cause.lower() not in text.lower():
+        text = f"{cause}: {text}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def os_cause(error: BaseException) -> str | None:
+    """The operating system's words for the errno behind `error` (or its causes), None when there is none."""
+    import re
+
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno:
+            return os.strerror(error.errno)
+        found = re.search(r"os error (\d+)|errno[ =:]*(\d+)", str(error), re.IGNORECASE)
+        if found:
+            return os.strerror(int(found.group(1) or found.group(2)))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def write_parquet(table: Any, where: Location, **options: Any) -> None:
+    """`table` as the Parquet file `where` (options: pyarrow's ParquetWriter's). Where the write fails (a full
+    disk), the file is closed once and removed: pyarrow's own write_table leaves its writer open, to be closed
+    again, and fail again, when it is collected (`close_parquet`)."""
+    import pyarrow.parquet as pq
+
+    writer = pq.ParquetWriter(where.path, table.schema, filesystem=where.fs, **options)
+    try:
+        try:
+            writer.write_table(table)
+        finally:
+            close_parquet(writer)
+    except BaseException:
+        with contextlib.suppress(OSError):  # the first failure is the one to tell
+            where.remove()
+        raise
+
+
+def close_parquet(*writers: Any) -> None:
+    """Close pyarrow ParquetWriters, each once even where closing fails (a full disk: the footer is written last),
+    and raise the first failure once all are closed. A writer whose close failed would try again when collected,
+    in __del__, whose failure Python prints as "Exception ignored" and a traceback beside the run's one line."""
+    failure = None
+    for writer in writers:
+        try:
+            writer.close()
+        except Exception as e:
+            writer.is_open = False
+            failure = failure or e
+    if failure is not None:
+        raise failure
+
+
+def os_detail(error: BaseException, cause: str) -> str:
+    """`first_line(error)` without the operating system's `cause` and error numbers, which the caller names once."""
+    import re
+
+    text = re.sub(r"\s*(\[errno \d+\]|\(os error \d+\))", "", first_line(error, 1000), flags=re.IGNORECASE)
+    text = text.replace(cause, "").replace(" ↳ ", ": ")  # delta-rs: "an error ↳ its cause ↳ ..."
+    text = text.strip(" .:↳").removesuffix(". Detail").strip(" .:")  # pyarrow: "... Detail: <cause>"
+    return text or type(error).__name__
 
 
 def located(where: "Location | Path | str", options: dict[str, str] | None = None) -> Location:
@@ -267,7 +345,7 @@ def _open_filesystem(scheme: str, authority: str, options: dict[str, str]) -> An
     try:  # libhdfs, found through HADOOP_HOME, JAVA_HOME and a CLASSPATH of Hadoop's jars
         return pafs.HadoopFileSystem(host or "default", int(port or 0))
     except OSError as e:
-        raise BadInput(f"hdfs://{authority}: cannot connect ({_first_line(e)}); offsetlake reaches HDFS through "
+        raise BadInput(f"hdfs://{authority}: cannot connect ({first_line(e)}); offsetlake reaches HDFS through "
                        f"libhdfs: set HADOOP_HOME and CLASSPATH=$(hadoop classpath --glob)") from None
 
 

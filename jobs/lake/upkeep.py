@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import zlib
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
-from jobs.lake.runs import commit_metadata, delta_table, is_table
+from jobs.lake.runs import commit_metadata, delta_table, fenced_commit, is_table
 from jobs.lake.storage import Location
 from jobs.lake.tables import partition_columns
 
@@ -31,23 +31,25 @@ SMALL_FILE_BYTES = TARGET_FILE_BYTES // 8  # a file below this is small (a run's
 SMALL_FILES = 16  # a folder's small files past which it is compacted
 
 
-def upkeep(output: Location, run_id: str, tables: list[str], turn: int) -> dict[str, int]:
+def upkeep(output: Location, run_id: str, tables: list[str], turn: int, guard: Callable[[], None] | None = None
+           ) -> dict[str, int]:
     """Compact, in each of `tables` under `output`, the folders of this `turn` (the run's number: a tenth of the
     folders; an unpartitioned table on every tenth) that hold SMALL_FILES small files; returns per table the
-    files a compaction replaced."""
+    files a compaction replaced. `guard`: the lock's check, which fences each commit (jobs.lake.runs.fenced_commit:
+    a run that lost its output compacts nothing more)."""
     from deltalake.transaction import CommitProperties
 
+    properties = CommitProperties(custom_metadata=commit_metadata(run_id), max_commit_retries=0)
     done = {}
     for table in tables:
         where = output.child(table)
         if not is_table(where):
             continue
-        delta = delta_table(where)
-        filters = _crowded(delta, partition_columns(table), turn % TURNS)
+        filters = _crowded(delta_table(where), partition_columns(table), turn % TURNS)
         if filters is None:
             continue
-        metrics = delta.optimize.compact(partition_filters=filters or None, target_size=TARGET_FILE_BYTES,
-                                         commit_properties=CommitProperties(custom_metadata=commit_metadata(run_id)))
+        metrics = fenced_commit(where, lambda delta: delta.optimize.compact(
+            partition_filters=filters or None, target_size=TARGET_FILE_BYTES, commit_properties=properties), guard)
         done[table] = int(metrics.get("numFilesRemoved", 0))
         log.info("compacted %d small files of %s", done[table], table)
     return done

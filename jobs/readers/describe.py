@@ -25,33 +25,88 @@ MISSING = "-"
 REBALANCING = {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
 
 
-def describe_group(output: Location, group_id: str, view: str, verbose: bool) -> tuple[str, str]:
-    """(stdout, stderr) text for one group in the `offsets`, `members` or `state` view."""
+def describe_group(output: Location, group_id: str, views: tuple[str, ...] | str, verbose: bool) -> tuple[str, str]:
+    """(stdout, stderr) text for one group in the `offsets` view, or the `state` and/or `members` views (both, in
+    that order, when both are asked for), as the tool of its family prints them: kafka-consumer-groups.sh,
+    kafka-share-groups.sh, kafka-streams-groups.sh; a Connect worker group as a classic group. stderr opens with the
+    moment the tables describe. An unknown group is bad input (BadInput), as in reset-offsets."""
     tables = snapshot(output, READS + HISTORY + (SHARE,))  # every table of one run, even while one is committing
+    views = (views,) if isinstance(views, str) else tuple(views) or ("offsets",)
     group = _rows(tables, "consumer_groups", group_id)
     shares = _rows(tables, SHARE, group_id, optional=True)
-    if view == "offsets" and shares and (not group or group[0]["protocol_type"] == "share"):
-        lag = [r for r in _rows(tables, "consumer_lag", group_id) if r.get("progress") == "share_start_offset"]
-        return _share_offsets(group_id, group[0] if group else None, shares, lag, verbose)
-    if not group:
-        return f"\nError: Consumer group '{group_id}' does not exist.\n", ""
-    g = group[0]
-    if g["protocol_type"] == "share" and view in ("state", "members"):
-        notice = f"\nShare group '{group_id}' has no active members.\n" if g["state"] == "Empty" else ""
+    if not group and not shares:
+        raise BadInput(f"--group {group_id}: no such group{_at(tables)}")
+    out, err = [], [_moment(tables)]
+    for view in views:
+        text, notice = _view(tables, group_id, group[0] if group else None, shares, view, verbose)
+        out.append(text)
+        if notice and notice not in err:
+            err.append(notice)
+    lost = _records_lost(_rows(tables, "consumer_lag", group_id))
+    return "".join(out), "".join(err) + lost
+
+
+def _view(tables: Snapshot, group_id: str, g: dict | None, shares: list[dict], view: str, verbose: bool
+          ) -> tuple[str, str]:
+    if g is None or g["protocol_type"] == "share":  # a share group (or only its share state is left)
+        notice = f"\nShare group '{group_id}' has no active members.\n" if g is not None and g["state"] == "Empty" \
+            else ""
+        if view == "offsets" or g is None:
+            lag = [r for r in _rows(tables, "consumer_lag", group_id) if r.get("progress") == "share_start_offset"]
+            return _share_offsets(group_id, g, shares, lag, verbose)
         if view == "state":
             return _share_state(g, verbose), notice
         return _share_members(g, _rows(tables, "group_members", group_id), verbose), notice
-    if g["protocol_type"] not in (None, "consumer"):
-        return f"\nError: GroupId {group_id} is not a consumer group ({g['protocol_type']}).\n", ""
     members = _rows(tables, "group_members", group_id)
+    if g["group_type"] == "streams":
+        notice = f"\nStreams group '{group_id}' has no active members.\n" if g["state"] == "Empty" else ""
+        if view == "state":
+            return _streams_state(g, verbose), notice
+        if view == "members":
+            return _share_members(g, members, verbose, header="MEMBER"), notice
+        return _streams_offsets(g, _rows(tables, "committed_offsets", group_id),
+                                _rows(tables, "consumer_lag", group_id), verbose), notice
     if view == "state":
         history = _history(g, *(_rows(tables, t, group_id, optional=True) for t in (*HISTORY, "consumer_lag")))
-        return _state(g, members, verbose) + history, _notice(g)
-    if view == "members":
+        labels = "".join(f"\nNote: {label}.\n" for label in map(tables.label, HISTORY) if label and history)
+        return _state(g, members, verbose) + history, _notice(g) + labels
+    if view == "members" or g["protocol_type"] not in (None, "consumer"):
         targets = _rows(tables, "group_target_assignments", group_id) if g["group_type"] != "classic" else []
-        return _members(g, members, targets, verbose), _notice(g)
+        notice = _notice(g)
+        if view == "offsets":  # a Connect worker group (or another protocol): no offsets, its members instead
+            notice += (f"\nGroup '{group_id}' is a classic group of protocol type {g['protocol_type']} (e.g. Kafka "
+                       f"Connect's workers): it commits no offsets; its members:\n")
+        return _members(g, members, targets, verbose), notice
     return _offsets(g, members, _rows(tables, "committed_offsets", group_id),
                     _rows(tables, "consumer_lag", group_id), verbose)
+
+
+def _at(tables: Snapshot) -> str:
+    """ at <as_of>, as reset-offsets says it."""
+    from jobs.readers.sql import iso_utc
+
+    return f" at {iso_utc(tables.run['as_of'])}" if tables.run and tables.run.get("as_of") else ""
+
+
+def _moment(tables: Snapshot) -> str:
+    """The first stderr line: which moment and run the tables describe."""
+    if not tables.run:
+        return "As of the tables' newest versions (no run recorded).\n"
+    from jobs.readers.sql import iso_utc
+
+    as_of = iso_utc(tables.run["as_of"]) if tables.run.get("as_of") else "-"
+    return f"As of {as_of} (run {tables.run['run_id']}, tables of {tables.output.uri}).\n"
+
+
+def _records_lost(lag: list[dict]) -> str:
+    """A warning naming the partitions whose committed offset fell below the log start (consumer_lag.records_lost)."""
+    lost = sorted((r for r in lag if (r.get("records_lost") or 0) > 0), key=lambda r: (r["topic"], r["partition"]))
+    if not lost:
+        return ""
+    listed = ", ".join(f"{r['topic']}-{r['partition']}: {r['records_lost']}" for r in lost[:10])
+    more = f" and {len(lost) - 10} more" if len(lost) > 10 else ""
+    return (f"\nWarning: retention deleted {sum(r['records_lost'] for r in lost)} records before the group read them "
+            f"(records lost: {listed}{more}); LAG counts them, as Kafka's tool does.\n")
 
 
 def _rows(tables: Snapshot, table: str, group_id: str, optional: bool = False) -> list[dict[str, Any]]:
@@ -125,28 +180,58 @@ def _share_offsets(group_id: str, g: dict | None, shares: list[dict], lag: list[
 
 def _share_state(g: dict, verbose: bool) -> str:
     """ShareGroupCommand's --state: GROUP COORDINATOR (ID) STATE [GROUP-EPOCH ASSIGNMENT-EPOCH] #MEMBERS."""
+    return _modern_state(g, verbose, {"GROUP-EPOCH": 12, "ASSIGNMENT-EPOCH": 17})
+
+
+def _modern_state(g: dict, verbose: bool, epochs: dict[str, int]) -> str:
+    """A modern group's --state: GROUP COORDINATOR (ID) STATE, with --verbose its group epoch and target assignment
+    epoch (under the tool's names, in columns of its widths: `epochs`), then #MEMBERS."""
     coordinator = f"__consumer_offsets-{g['coordinator_partition']}  (-)"
-    widths = [max(15, len(g["group_id"])), max(25, len(coordinator)), 15] + ([12, 17] if verbose else [])
-    header = ["GROUP", "COORDINATOR (ID)", "STATE"] + (["GROUP-EPOCH", "ASSIGNMENT-EPOCH"] if verbose else [])
+    widths = [max(15, len(g["group_id"])), max(25, len(coordinator)), 15] + (list(epochs.values()) if verbose else [])
+    header = ["GROUP", "COORDINATOR (ID)", "STATE"] + (list(epochs) if verbose else [])
     row = [g["group_id"], coordinator, g["state"]]
     row += [_text(g["generation"]), _text(g["target_assignment_epoch"])] if verbose else []
     return "\n" + _printf(widths, header + ["#MEMBERS"]) + "\n" + _printf(widths, row + [str(g["member_count"])]) + "\n"
 
 
-def _share_members(g: dict, members: list[dict], verbose: bool) -> str:
+def _share_members(g: dict, members: list[dict], verbose: bool, header: str = "CONSUMER-ID") -> str:
     """ShareGroupCommand's --members: GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS [MEMBER-EPOCH] ASSIGNMENT, by
-    member id; nothing for a group without members (its notice says so)."""
+    member id; nothing for a group without members (its notice says so). A streams group's the same, its members
+    headed MEMBER and their active tasks as the source partitions they read."""
     if not members:
         return ""
     members = sorted(members, key=lambda m: m["member_id"])
     widths = [max(15, len(g["group_id"]))] + [max([15] + [len(m[c]) for m in members])
                                                for c in ("member_id", "client_host", "client_id")]
     widths += [12, 13] if verbose else [12]
-    header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"] + (["MEMBER-EPOCH"] if verbose else [])
+    header = ["GROUP", header, "HOST", "CLIENT-ID", "#PARTITIONS"] + (["MEMBER-EPOCH"] if verbose else [])
     rows = [[g["group_id"], m["member_id"], m["client_host"], m["client_id"], str(len(m["assigned_partitions"]))]
             + ([_text(m["member_epoch"])] if verbose else []) + [_share_assignment(m["assigned_partitions"])]
             for m in members]
     return "".join("\n" + _printf(widths, r) for r in [header + ["ASSIGNMENT"], *rows]) + "\n"
+
+
+def _streams_state(g: dict, verbose: bool) -> str:
+    """StreamsGroupCommand's --state: GROUP COORDINATOR (ID) STATE [GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH] #MEMBERS."""
+    return _modern_state(g, verbose, {"GROUP-EPOCH": 15, "TARGET-ASSIGNMENT-EPOCH": 15})
+
+
+def _streams_offsets(g: dict, committed: list[dict], lag: list[dict], verbose: bool) -> str:
+    """A streams group's committed offsets: GROUP TOPIC PARTITION CURRENT-OFFSET [LEADER-EPOCH] LOG-END-OFFSET LAG,
+    by topic and partition (kafka-streams-groups.sh --describe --offsets)."""
+    if not committed:
+        return ""
+    ends = {(r["topic"], r["partition"]): r["log_end_offset"] for r in lag}
+    rows = []
+    for c in sorted(committed, key=lambda c: (c["topic"], c["partition"])):
+        end = ends.get((c["topic"], c["partition"]))
+        rows.append([g["group_id"], c["topic"], str(c["partition"]), _text(c["committed_offset"]),
+                     _text(c["leader_epoch"]), _text(end),
+                     _text(end - c["committed_offset"] if end is not None else None)])
+    header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LEADER-EPOCH", "LOG-END-OFFSET", "LAG"]
+    table = [header, *rows] if verbose else [r[:4] + r[5:] for r in [header, *rows]]
+    widths = [max(15, len(g["group_id"])), max([15] + [len(r[1]) for r in rows]), 10] + [15] * (3 if verbose else 2)
+    return "".join("\n" + _printf(widths, r) for r in table) + "\n"
 
 
 def _share_assignment(partitions: list[dict]) -> str:

@@ -9,6 +9,8 @@ as ISO-8601 UTC and bytes as Base64 (as `decode` does).
 """
 from __future__ import annotations
 
+import re
+
 import base64
 import csv
 import io
@@ -31,8 +33,9 @@ MAX_ERROR = 400
 TEXT_TYPES = {pa.string(), pa.large_string(), *([pa.string_view()] if hasattr(pa, "string_view") else [])}
 
 
-def query(output: Location, sql: str) -> pa.RecordBatchReader:
-    """Start `sql` over every table under `output` (at the newest complete run's versions, and `_runs`)."""
+def query(output: Location, sql: str, notes: list[str] | None = None) -> pa.RecordBatchReader:
+    """Start `sql` over every table under `output` (at the newest complete run's versions, and `_runs`); `notes`
+    gains a line for each table the SQL names that comes from an earlier run than the newest (--no-history)."""
     from deltalake import QueryBuilder
     from deltalake.exceptions import DeltaError
 
@@ -44,6 +47,9 @@ def query(output: Location, sql: str) -> pa.RecordBatchReader:
     builder = QueryBuilder()
     for table in tables.versions:
         builder.register(query_name(table), tables.open(table))
+        label = tables.label(table)
+        if label is not None and notes is not None and re.search(rf"\b{re.escape(query_name(table))}\b", sql, re.I):
+            notes.append(label)
     try:
         return pa.RecordBatchReader.from_stream(builder.execute(sql))
     except (DeltaError, pa.ArrowException) as e:

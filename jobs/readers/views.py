@@ -98,8 +98,11 @@ def _b64(data: bytes | None) -> str | None:
 
 
 def show_tables(output: Location, rows: int) -> str:
-    """Each table's path, row count and first rows (of the newest complete run), as plain text."""
+    """Each table's path, row count and first rows (of the newest complete run) as the aligned table `sql` prints."""
+    import pyarrow as pa
+
     from jobs.lake.runs import snapshot
+    from jobs.readers.sql import table_text
 
     tables = snapshot(output, known_tables())
     lines = [run_line(tables.run)] if tables.run else []
@@ -110,9 +113,12 @@ def show_tables(output: Location, rows: int) -> str:
                 lines.append(f"{table}: (missing) {path}")
             continue
         data = tables.open(table).to_pyarrow_dataset()
-        head = data.head(rows).to_pylist() if rows else []
-        lines.append(f"{table}: {data.count_rows()} rows  {path}")
-        lines += [f"  {_short(r)}" for r in head]
+        label = tables.label(table)
+        lines.append(f"{table}: {data.count_rows()} rows  {path}" + (f"  ({label})" if label else ""))
+        if rows:
+            head = data.head(rows)
+            text, _ = table_text(pa.RecordBatchReader.from_batches(head.schema, head.to_batches()), rows)
+            lines += ["  " + line for line in text.splitlines()[:-1]]  # the aligned table `sql` prints, indented
     return "\n".join(lines) + "\n"
 
 
@@ -125,21 +131,11 @@ def run_line(run: dict) -> str:
     return f"run {run['run_id']}: as of {as_of}, finished {finished}, from {run['source'] or '-'}"
 
 
-def _short(row: dict) -> str:
-    parts = []
-    for k, v in row.items():
-        if isinstance(v, bytes):
-            v = v.hex()[:24] + ("…" if len(v) > 12 else "")
-        parts.append(f"{k}={v}")
-    text = ", ".join(parts)
-    return text if len(text) <= 240 else text[:239] + "…"
-
-
 def register_tables(spark, output: "Location | str", prefix: str = "") -> list[str]:
     """Register every table under `output` as a temporary SQL view named `<prefix><table>` (snapshots:
     `<prefix>snapshots_<table>`).
 
-    Each table is read at its version of the newest complete run (jobs/runs.py): with Spark's Delta reader
+    Each table is read at its version of the newest complete run (jobs/lake/runs.py): with Spark's Delta reader
     (`versionAsOf`) when Delta is on the classpath, otherwise from the files of that version as delta-rs
     lists them (so a replaced table never shows its old files), a partition's files with its value.
     """

@@ -20,11 +20,14 @@ from jobs.replay.counts import MOMENT_SCHEMA, future_cutoff, moments
 from jobs.replay.duplicates import SPAN_SCHEMA, spans
 from jobs.replay.records import RECORD_SCHEMA, records
 from jobs.replay.reduction import REDUCED_FIELDS, prefold, whole
-from offsets_codec.registry import SHARE_STATE_TOPIC
+from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 
 LOG_SCHEMA = pa.schema([*RECORD_SCHEMA, *(pa.field(n, t) for n, t in CHECK_FIELDS + REDUCED_FIELDS)])
+FOREIGN_SCHEMA = pa.schema([("topic", pa.string()), ("records", pa.int64())])
 OUTPUTS: dict[str, pa.Schema] = {"log": LOG_SCHEMA, "share_log": RECORD_SCHEMA, "spans": SPAN_SCHEMA,
-                                 "moments": MOMENT_SCHEMA, "segment_errors": arrow_schema("segment_errors")}
+                                 "moments": MOMENT_SCHEMA, "segment_errors": arrow_schema("segment_errors"),
+                                 "foreign_records": FOREIGN_SCHEMA}
+OWN_TOPICS = pa.array([OFFSETS_TOPIC, SHARE_STATE_TOPIC])
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -63,6 +66,33 @@ def read_chunk(raw: Iterable[pa.Table | pa.RecordBatch], started: datetime, as_o
         yield from seen
         seen.clear()
     yield from seen
+
+
+def without_foreign(raw: Iterable[pa.Table | pa.RecordBatch], found: list[tuple[str, pa.Table]]
+                    ) -> Iterator[pa.Table]:
+    """A task's raw batches less the rows of any topic but the offsets topic and the share coordinator's (a dump
+    of several topics, `__transaction_state` beside the offsets): their records mean something else under the
+    same type numbers, so they are never decoded, replayed or archived, only counted per topic in `found`. A
+    row without a topic is the offsets topic's (a dump of it alone)."""
+    for batch in raw:
+        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        if "topic" in table.column_names:
+            topic = table.column("topic")
+            foreign = pc.and_(pc.is_valid(topic), pc.invert(pc.is_in(topic, OWN_TOPICS)))
+            if pc.any(foreign).as_py():
+                counts = pc.value_counts(topic.filter(foreign))
+                found.append(("foreign_records", pa.table([counts.field("values"), counts.field("counts")],
+                                                          schema=FOREIGN_SCHEMA)))
+                table = table.filter(pc.invert(foreign))
+        yield table
+
+
+def foreign_records(counts: pa.Table) -> dict[str, int]:
+    """Every task's `foreign_records`, per topic."""
+    total: dict[str, int] = {}
+    for topic, found in zip(counts.column("topic").to_pylist(), counts.column("records").to_pylist()):
+        total[topic] = total.get(topic, 0) + found
+    return dict(sorted(total.items()))
 
 
 def _segment_errors(rows: pa.Table) -> pa.Table:

@@ -58,6 +58,8 @@ _ROLES = {
 ROLE = {t: role for role, names in _ROLES.items() for t, rt in REGISTRY.items() if rt.name in names}
 GROUP_TYPES = sorted(t for t, f in FAMILY.items() if f in (CLASSIC, *FAMILIES))
 GROUP_METADATA = next(t for t, f in FAMILY.items() if f == CLASSIC)  # type 2: a classic group's record
+# A streams group's metadata record's topology epochs (jobs.decode.columns), as consumer_groups shows them.
+TOPOLOGY_EPOCHS = ("validated_topology_epoch", "stored_description_topology_epoch", "failed_description_topology_epoch")
 
 # --- output ----------------------------------------------------------------------------------------
 
@@ -162,8 +164,8 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int, summa
     metadata = [r for r in newest.get("GroupMetadata", []) if r.is_value]
     meta = metadata[0].modern() if metadata else {}
     target_meta = newest.get("TargetAssignmentMetadata", [])
-    target_epoch = None if not target_meta else (target_meta[0].modern()["assignment_epoch"] if target_meta[0].is_value
-                                                 else -1)
+    target = target_meta[0].modern() if target_meta and target_meta[0].is_value else {}
+    target_epoch = target.get("assignment_epoch", -1) if target_meta else None  # -1: tombstoned
     topology_records = [r for r in newest.get("Topology", []) if r.is_value]
     topology = topology_records[0].modern() if topology_records else None
     regexes = {r.modern()["regex"]: r.modern()["regex_topics"] or [] for r in newest.get("RegularExpression", [])
@@ -238,10 +240,12 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int, summa
         "protocol": None, "leader_id": None, "current_state_timestamp_ms": None, "member_count": len(members),
         "subscribed_topics": sorted(never_expire), "metadata_record_offset": metadata[0].offset if metadata else None,
         "target_assignment_epoch": effective_target, "topology_epoch": topology_epoch,
+        **{k: meta.get(k) for k in TOPOLOGY_EPOCHS},
     }
     if summary:
         return ModernGroup(group, members, [], [], [])
-    targets = [{"member_id": r.modern()["member_id"], "partitions": _partitions(r.modern()["assigned"], effective_target)}
+    targets = [{"member_id": r.modern()["member_id"], "assignment_timestamp_ms": target.get("assignment_timestamp_ms"),
+                "partitions": _partitions(r.modern()["assigned"], effective_target)}
                for r in newest.get("TargetMember", []) if r.is_value]
     topology_rows = [{"topology_epoch": topology_epoch, **s} for s in (topology or {}).get("subtopologies") or []]
     topic_names = [t for r in newest.get("TopicNames", []) if r.is_value for t in r.modern()["topic_names"] or []]
@@ -256,7 +260,7 @@ def classic_group(record: Record) -> tuple[dict[str, Any], list[dict[str, Any]]]
         "generation": g["generation"], "protocol": g["protocol"], "leader_id": g["leader_id"],
         "current_state_timestamp_ms": g["current_state_timestamp_ms"], "member_count": len(g["members"]),
         "subscribed_topics": g["subscribed_topics"], "metadata_record_offset": record.offset,
-        "target_assignment_epoch": None, "topology_epoch": None,
+        "target_assignment_epoch": None, "topology_epoch": None, **dict.fromkeys(TOPOLOGY_EPOCHS),
     }
     members = [{**m, "family": CLASSIC, "rack_id": None, "member_epoch": None, "previous_member_epoch": None,
                 "member_state": None, "pending_revocation": [], "server_assignor": None,

@@ -8,7 +8,7 @@ tombstone in between removed the pending commit); of two commits of one key in o
 replaced the earlier before either applied. Each row then gets its key's previous committed offset, the time
 since it and how many of the key's rows came before it, all of which stay true as the log grows: a run that
 resumes (jobs.replay.resume) appends the rows of its new records, each key continued from its last row before
-them (`earlier`: the tail of offset_commits the previous run kept, `commit_tail`).
+them (`earlier`: each key's state the previous run kept, `commit_state`).
 """
 from __future__ import annotations
 
@@ -23,12 +23,10 @@ from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES,
 from jobs.decode.columns import offset_commit_columns
 from jobs.lake.tables import arrow_schema
 from jobs.replay.offsets import offset_keys
-from jobs.replay.records import TIMESTAMP, mask, micros, numbers
+from jobs.replay.records import MAX_MS, MIN_MS, TIMESTAMP, mask, micros, numbers
 from jobs.replay.transactions import fates
 from offsets_codec import decode_key
 
-# Commit timestamps Delta can hold (years 1-9999): others are null.
-MIN_MS, MAX_MS = -62135596800000, 253402300799999
 _VALUE_FIELDS = ("offset", "leaderEpoch", "metadata", "commitTimestamp")
 WINDOW_POINT = pa.struct([("coordinator_partition", pa.int32()), ("record_offset", pa.int64()),
                           ("committed_at", TIMESTAMP), ("committed_offset", pa.int64())])

@@ -263,7 +263,7 @@ def _consumer_groups(groups: pa.Table, activity: pa.Table, as_of: pa.Scalar) -> 
     at = pc.index_in(groups.column("group_id"), value_set=activity.column("group_id"))
     columns = {name: groups.column(name) for name in groups.column_names}
     columns.update({
-        "current_state_timestamp": _timestamps_ms(groups.column("current_state_timestamp_ms")),
+        "current_state_timestamp": timestamps_ms(groups.column("current_state_timestamp_ms")),
         "last_record_offset": activity.column("record_offset").take(at),
         "last_record_timestamp": activity.column("record_timestamp").take(at),
         "as_of": pa.repeat(as_of, n),
@@ -275,13 +275,13 @@ def _offset_rows(offsets: pa.Table, as_of: pa.Scalar, table: str) -> pa.Table:
     schema = arrow_schema(table)
     columns = {name: offsets.column(name) for name in offsets.column_names}
     columns.update({
-        "commit_timestamp": _timestamps_ms(offsets.column("commit_timestamp_ms")),
-        "expire_timestamp": _timestamps_ms(offsets.column("expire_timestamp_ms")),
-        "expires_at": _timestamps_ms(offsets.column("expires_at_ms")),
+        "commit_timestamp": timestamps_ms(offsets.column("commit_timestamp_ms")),
+        "expire_timestamp": timestamps_ms(offsets.column("expire_timestamp_ms")),
+        "expires_at": timestamps_ms(offsets.column("expires_at_ms")),
         "as_of": pa.repeat(as_of, offsets.num_rows),
     })
     if "expired_at_ms" in columns:
-        columns["expired_at"] = _timestamps_ms(offsets.column("expired_at_ms"))
+        columns["expired_at"] = timestamps_ms(offsets.column("expired_at_ms"))
     return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
 
 
@@ -289,12 +289,12 @@ def _pending_rows(pending: pa.Table, as_of: pa.Scalar) -> pa.Table:
     schema = arrow_schema("pending_transactions")
     columns = {name: pending.column(name) for name in pending.column_names}
     columns.update({"offset": pending.column("committed_offset"),
-                    "commit_timestamp": _timestamps_ms(pending.column("commit_timestamp_ms")),
+                    "commit_timestamp": timestamps_ms(pending.column("commit_timestamp_ms")),
                     "as_of": pa.repeat(as_of, pending.num_rows)})
     return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
 
 
-def _timestamps_ms(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
+def timestamps_ms(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
     """Epoch milliseconds as timestamps; null outside the years a timestamp can hold."""
     values = numbers(ms)
     ok = mask(pc.is_valid(ms)) & (values >= MIN_MS) & (values <= MAX_MS)
@@ -317,7 +317,7 @@ def _group_events(events: pa.Table) -> pa.Table:
     columns = {"group_id": events.column("group_id"), "coordinator_partition": events.column("coordinator_partition")}
     for f in FOLD_SCHEMA.field("event").type:
         columns[f.name] = pc.struct_field(fields, f.name) if fields is not None else pa.nulls(0, f.type)
-    columns["event_timestamp"] = _timestamps_ms(columns["event_timestamp_ms"])
+    columns["event_timestamp"] = timestamps_ms(columns["event_timestamp_ms"])
     return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
 
 

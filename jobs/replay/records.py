@@ -13,6 +13,8 @@ import pyarrow.compute as pc
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+# The years a timestamp can hold (1-9999: Delta's, Python's), in epoch milliseconds.
+MIN_MS, MAX_MS = -62135596800000, 253402300799999
 RECORD_SCHEMA = pa.schema([
     ("coordinator_partition", pa.int32()),
     ("record_offset", pa.int64()),
@@ -50,11 +52,22 @@ def records(raw: pa.Table | pa.RecordBatch) -> pa.Table:
 
 
 def _timestamps(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    if pa.types.is_integer(column.type):  # epoch milliseconds
-        return pc.multiply(column.cast(pa.int64()), 1000).cast(TIMESTAMP)
-    if column.type.tz is None:
-        column = pc.assume_timezone(column, "UTC")
-    return column.cast(TIMESTAMP)
+    """Epoch milliseconds or timestamps of any unit (a naive one is UTC) as TIMESTAMP. One beyond the years a
+    timestamp can hold (a producer's broken clock, a corrupt batch) is the first or last moment of them: it stays
+    in the past or the future of every as_of, and every reader can read it."""
+    unit = "ms" if pa.types.is_integer(column.type) else column.type.unit
+    values = column.cast(pa.int64())
+    if unit == "ns":  # always within the years; microseconds are what a timestamp keeps
+        return pc.divide(values, 1000).cast(TIMESTAMP)
+    per = {"s": 1_000_000, "ms": 1000, "us": 1}[unit]  # microseconds per unit
+    low, high = MIN_MS * 1000 // per, (MAX_MS * 1000 + 999) // per
+    clamped = pc.min_element_wise(pc.max_element_wise(values, low, skip_nulls=False), high, skip_nulls=False)
+    return pc.multiply(clamped, per).cast(TIMESTAMP)
+
+
+def clamp_ms(ms: int) -> int:
+    """An epoch-milliseconds record timestamp within the years a timestamp can hold, as `records` keeps it."""
+    return min(max(ms, MIN_MS), MAX_MS)
 
 
 def mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:

@@ -9,7 +9,7 @@ partition's, whose numbers they share, so they travel apart (`share_log`) and me
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Iterator
 
 import numpy as np
@@ -20,6 +20,7 @@ from jobs.decode.check import check_share_state
 from jobs.lake.tables import REPLAY_STATE, TIMESTAMP, arrow_schema
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
+from jobs.replay.partition import timestamps_ms
 from jobs.replay.records import mask
 from jobs.replay.resume import state_rows
 from offsets_codec import SHARE_STATE
@@ -28,7 +29,6 @@ from offsets_codec.registry import SHARE_SNAPSHOT, SHARE_STATE_TOPIC
 # Delivery states as persisted (RecordState): 1 Acquired and 3 Archiving are never written.
 DELIVERY_STATES = {0: "Available", 2: "Acknowledged", 4: "Archived"}
 NO_OFFSET = -1  # StartOffset, LeaderEpoch of a ShareUpdate: "not changed"; StartOffset of a snapshot: uninitialized
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 Batch = tuple[int, int, int, int]  # first offset, last offset, delivery state, delivery count
 # What the replay of the topic gives besides quarantine rows: the state (share_partition_state rows whose topic
 # jobs.derive names) and its counts (COUNT_SCHEMA, the record types of this topic's registry).
@@ -137,20 +137,26 @@ def replay_share_state(rows: pa.Table, as_of_us: int, as_of: datetime, keep_log:
 def share_rows(states: dict[tuple, tuple[int, ShareGroupOffset]], as_of: datetime) -> pa.Table:
     """share_partition_state rows of the states, keyed (group id, topic id, partition), topic unnamed."""
     schema = arrow_schema("share_partition_state")
+    found = sorted(states.items())
     rows = [{"group_id": g, "topic": None, "topic_id": t, "partition": n, "coordinator_partition": p,
              "start_offset": s.start_offset, "state_epoch": s.state_epoch, "leader_epoch": s.leader_epoch,
              "in_flight": [{"first_offset": f, "last_offset": last, "delivery_state": DELIVERY_STATES.get(d, str(d)),
                             "delivery_count": c} for f, last, d, c in s.batches],
              "snapshot_epoch": s.snapshot_epoch, "updates_since_snapshot": s.updates_since_snapshot,
-             "delivery_complete_count": s.delivery_complete_count,
-             "create_timestamp": _ms(s.create_timestamp_ms), "write_timestamp": _ms(s.write_timestamp_ms),
-             "record_offset": s.record_offset, "as_of": as_of}
-            for (g, t, n), (p, s) in sorted(states.items())]
-    return pa.Table.from_pylist(rows, schema=schema)
+             "delivery_complete_count": s.delivery_complete_count, "record_offset": s.record_offset, "as_of": as_of}
+            for (g, t, n), (p, s) in found]
+    table = pa.Table.from_pylist(rows, schema=schema)
+    for column, ms in (("create_timestamp", [s.create_timestamp_ms for _, (_, s) in found]),
+                       ("write_timestamp", [s.write_timestamp_ms for _, (_, s) in found])):
+        index = schema.get_field_index(column)
+        table = table.set_column(index, schema.field(index), _timestamps(pa.array(ms, pa.int64())))
+    return table
 
 
-def _ms(ms: int | None) -> datetime | None:
-    return None if ms is None or ms < 0 else _EPOCH + timedelta(milliseconds=ms)
+def _timestamps(ms: pa.Array) -> pa.Array:
+    """A share state's times (epoch milliseconds; -1: none): null when there is none, or outside the years a
+    timestamp can hold (a corrupt record is no reason to stop the run)."""
+    return timestamps_ms(pc.if_else(pc.less(ms, 0), pa.scalar(None, pa.int64()), ms))
 
 
 def share_lag_rows(state: pa.Table) -> pa.Table:

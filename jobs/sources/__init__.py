@@ -16,7 +16,7 @@ def check_inputs(cfg: RebuildConfig) -> None:
     from jobs.sources.topic_ids import read_topic_ids
 
     if cfg.end_offsets is not None:
-        check_end_offsets(cfg.end_offsets, cfg.source, cfg.kafka)
+        check_end_offsets(cfg.end_offsets, cfg.source, cfg.kafka, cfg.log_start_offsets)
     if cfg.topic_ids is not None:
         read_topic_ids(cfg.topic_ids, dict(cfg.storage))
     check_source(cfg.source, cfg.kafka)

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.storage import Location
+from jobs.lake.storage import Location, write_parquet
 from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
 from jobs.replay.duplicates import SPAN_SCHEMA, copies, spans
 from jobs.replay.records import mask, numbers, records
@@ -281,8 +281,7 @@ def unique(staged: Location) -> int:
         if keep.all():
             continue
         removed += int((~keep).sum())
-        pq.write_table(rows.filter(pa.array(keep)), files[0].parent.child("unique.parquet").path,
-                       filesystem=files[0].fs)
+        write_parquet(rows.filter(pa.array(keep)), files[0].parent.child("unique.parquet"))
         for f in files:
             f.remove()
     return removed

@@ -5,6 +5,9 @@ A file may carry a 4th column, `timestamp`: when that snapshot was taken (ISO-86
 text and CSV, `topic:partition:offset:timestamp`; a timestamp or int64 epoch-ms column in Parquet), so one
 file can hold many snapshots of the same partitions. Without it (or where a CSV cell is empty) the timestamp
 is null: the snapshot is taken to be at as_of, which jobs.derive.end_offsets fills in once as_of is known.
+A CSV or Parquet file may carry a 5th, `log_start_offset`; the text of `kafka-get-offsets.sh --time -2` (the log
+start offsets) comes as a second file (--log-start-offsets), matched to the end offsets by topic, partition and
+timestamp. Either lets lag tell records retention deleted from records waiting (consumer_lag.records_lost).
 
 A file is small (one row per topic-partition and snapshot): it is parsed and checked in Python
 (`load_end_offsets`), before anything else starts.
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from jobs.config import KafkaOptions, SourceSpec
 from jobs.errors import BadInput
-from jobs.lake.storage import Location
+from jobs.lake.storage import Location, first_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("offsetlake")
 COLUMNS = ("topic", "partition", "offset")
 TIMESTAMP = "timestamp"  # optional: when the snapshot was taken; null means at as_of
+LOG_START = "log_start_offset"  # optional, CSV and Parquet: the partition's log start offset then
 # Topic names are [a-zA-Z0-9._-]+ (never a colon), so the first colon ends the topic of a kafka-get-offsets.sh
 # line; whatever follows the third colon is the optional timestamp (an ISO-8601 time has colons of its own).
 TEXT_LINE = re.compile(r"^\s*([^:]+):(-?\d+):(-?\d+)(?::(.*?))?\s*$")
@@ -37,26 +41,51 @@ _INT32, _INT64 = 1 << 31, 1 << 63
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def check_end_offsets(location: str, source: SourceSpec, options: KafkaOptions) -> None:
-    """BadInput for what is wrong with --end-offsets before the run (a live cluster is not contacted)."""
+def check_end_offsets(location: str, source: SourceSpec, options: KafkaOptions, log_starts: str | None = None) -> None:
+    """BadInput for what is wrong with --end-offsets (and --log-start-offsets) before the run (a live cluster is
+    not contacted)."""
     if is_live(location):
+        if log_starts is not None:
+            raise BadInput(f"--log-start-offsets {log_starts}: --end-offsets {location} fetches the log start "
+                           f"offsets with the end offsets")
         live_cluster(location, source, options)
     else:
-        load_end_offsets(location, dict(source.storage))
+        load_end_offsets(location, dict(source.storage), log_starts)
 
 
-def load_end_offsets(location: str, storage: dict[str, str] | None = None) -> pa.Table:
+def load_end_offsets(location: str, storage: dict[str, str] | None = None, log_starts: str | None = None
+                     ) -> pa.Table:
     """The file's rows as topic string, partition int32, offset int64, timestamp (UTC microseconds, null when
-    the file has none), every row checked; a topic-partition given twice for the same moment is refused."""
+    the file has none), log_start_offset int64 (null when unknown), every row checked; a topic-partition given
+    twice for the same moment is refused. `log_starts`: a second file, of log start offsets (`--time -2`)."""
     import pyarrow as pa
 
     if is_live(location):  # the caller fetches these with live_end_offsets, once offsets are known
         raise BadInput(f"--end-offsets {location}: a cluster, not a file")
-    path = Location.parse(location, storage, "--end-offsets")
+    checked = _read_file(location, storage, "--end-offsets")
+    if log_starts is not None:
+        starts = {(t, p, at): offset for t, p, offset, at, _ in _read_file(log_starts, storage, "--log-start-offsets")}
+        unmatched = len(starts.keys() - {(t, p, at) for t, p, _, at, _ in checked})
+        if unmatched:
+            log.info("--log-start-offsets %s: %d row(s) match no end offset (topic, partition, timestamp) and are "
+                     "not read", log_starts, unmatched)
+        checked = [(t, p, o, at, starts.get((t, p, at), start)) for t, p, o, at, start in checked]
+    topics, partitions, offsets, times, log_start = (list(c) for c in zip(*checked)) if checked else ([],) * 5
+    return pa.table({"topic": pa.array(topics, pa.string()), "partition": pa.array(partitions, pa.int32()),
+                     "offset": pa.array(offsets, pa.int64()), TIMESTAMP: pa.array(times, pa.timestamp("us", tz="UTC")),
+                     LOG_START: pa.array(log_start, pa.int64())})
+
+
+def _read_file(location: str, storage: dict[str, str] | None, option: str) -> list[tuple]:
+    """The checked rows (topic, partition, offset, timestamp, log start) of one file of offsets."""
+    import pyarrow as pa
+
+    path = Location.parse(location, storage, option)
     if not path.local:
-        path.check_reachable("--end-offsets", location, folder=False)
+        path.check_reachable(option, location, folder=False)
     if not path.exists():
-        raise BadInput(f"--end-offsets {location}: no such file or directory")
+        raise BadInput(f"{option} {location}: no such file or directory")
+    location = f"{option} {location}"  # as the messages below name it
     try:
         if path.name.endswith(".parquet") or path.is_dir():
             rows = _parquet_rows(path, location)
@@ -64,22 +93,19 @@ def load_end_offsets(location: str, storage: dict[str, str] | None = None) -> pa
             rows = _csv_rows(path.read_text(), location)
         else:
             rows = _text_rows(path.read_text(), location)
-        checked = _unique([(where, _checked(row, where, location)) for where, row in rows], location)
+        return _unique([(where, _checked(row, where, location)) for where, row in rows], location)
     except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as e:
-        raise BadInput(f"--end-offsets {location}: cannot read ({str(e).strip().splitlines()[0][:200]})") from None
-    topics, partitions, offsets, times = (list(c) for c in zip(*checked)) if checked else ([], [], [], [])
-    return pa.table({"topic": pa.array(topics, pa.string()), "partition": pa.array(partitions, pa.int32()),
-                     "offset": pa.array(offsets, pa.int64()), TIMESTAMP: pa.array(times, pa.timestamp("us", tz="UTC"))})
+        raise BadInput(f"{location}: cannot read ({str(e).strip().splitlines()[0][:200]})") from None
 
 
 def _unique(checked: list[tuple[str, tuple]], location: str) -> list[tuple]:
     """The rows, refusing a second end offset for one topic-partition at one moment: which one holds is unknowable."""
     first: dict[tuple, str] = {}
-    for where, (topic, partition, _, at) in checked:
+    for where, (topic, partition, _, at, _) in checked:
         seen = first.setdefault((topic, partition, at), where)
         if seen != where:
             moment = at.isoformat() if at is not None else "as_of (no timestamp)"
-            raise BadInput(f"--end-offsets {location}: {where} repeats {topic}:{partition} at {moment}, given on {seen}")
+            raise BadInput(f"{location}: {where} repeats {topic}:{partition} at {moment}, given on {seen}")
     return [row for _, row in checked]
 
 
@@ -89,7 +115,7 @@ def _text_rows(text: str, location: str) -> Iterable[tuple[str, dict[str, Any]]]
             continue
         match = TEXT_LINE.match(line)
         if not match:
-            raise BadInput(f"--end-offsets {location}: expected topic:partition:offset per line "
+            raise BadInput(f"{location}: expected topic:partition:offset per line "
                            f"(or topic:partition:offset:timestamp), got {line!r}")
         yield f"line {n}", dict(zip((*COLUMNS, TIMESTAMP), match.groups()))
 
@@ -108,41 +134,51 @@ def _parquet_rows(path: Location, location: str) -> Iterable[tuple[str, dict[str
     table = pq.read_table(path.path, filesystem=path.fs)
     _with_columns(table.column_names, location)
     columns = list(COLUMNS)
-    if TIMESTAMP in table.column_names:
-        times = table.column(TIMESTAMP)
-        if pa.types.is_timestamp(times.type):  # any unit; a zone-less time is UTC, as Spark writes it
-            at_utc = pa.timestamp("us", tz="UTC")
-            times = times.cast(pa.timestamp(times.type.unit, tz=times.type.tz or "UTC")).cast(at_utc, safe=False)
-            table = table.set_column(table.column_names.index(TIMESTAMP), TIMESTAMP, times)
-        elif not pa.types.is_integer(times.type):
-            raise BadInput(f"--end-offsets {location}: column timestamp has type {times.type}, expected a timestamp "
-                           f"or int64 epoch milliseconds")
-        columns.append(TIMESTAMP)
-    for n, row in enumerate(table.select(columns).to_pylist(), start=1):
+    try:
+        if TIMESTAMP in table.column_names:
+            times = table.column(TIMESTAMP)
+            if pa.types.is_timestamp(times.type):  # any unit; a zone-less time is UTC, as Spark writes it
+                at_utc = pa.timestamp("us", tz="UTC")
+                times = times.cast(pa.timestamp(times.type.unit, tz=times.type.tz or "UTC"))
+                times = times.cast(at_utc, safe=times.type.unit != "ns")  # nanoseconds: truncated, never too large
+                table = table.set_column(table.column_names.index(TIMESTAMP), TIMESTAMP, times)
+            elif not pa.types.is_integer(times.type):
+                raise BadInput(f"{location}: column timestamp has type {times.type}, expected a timestamp "
+                               f"or int64 epoch milliseconds")
+            columns.append(TIMESTAMP)
+        columns += [LOG_START] if LOG_START in table.column_names else []
+        rows = table.select(columns).to_pylist()
+    except (OverflowError, ValueError) as e:  # a time beyond the years 1 to 9999 (pyarrow's ArrowInvalid too)
+        raise BadInput(f"{location}: a timestamp out of range ({first_line(e)})") from None
+    for n, row in enumerate(rows, start=1):
         yield f"row {n}", row
 
 
 def _with_columns(found: list[str], location: str) -> None:
     missing = [c for c in COLUMNS if c not in found]
     if missing:
-        raise BadInput(f"--end-offsets {location}: missing column(s) {', '.join(missing)}; expected topic, partition, offset")
+        raise BadInput(f"{location}: missing column(s) {', '.join(missing)}; expected topic, partition, offset")
 
 
-def _checked(row: dict[str, Any], where: str, location: str) -> tuple[str, int, int, datetime | None]:
-    """(topic, partition, offset, timestamp) of one row: a topic name, two whole numbers in their ranges and a
-    moment or nothing."""
+def _checked(row: dict[str, Any], where: str, location: str) -> tuple[str, int, int, datetime | None, int | None]:
+    """(topic, partition, offset, timestamp, log start) of one row: a topic name, two whole numbers in their
+    ranges, a moment or nothing, and a whole number or nothing."""
     topic, partition, offset = (row.get(c) for c in COLUMNS)
     partition, offset = _whole(partition, _INT32), _whole(offset, _INT64)
     if topic is None or str(topic).strip() == "" or partition is None or offset is None:
         shown = {c: row.get(c) for c in COLUMNS}
-        raise BadInput(f"--end-offsets {location}: {where} has no valid topic, partition and offset: {shown}")
+        raise BadInput(f"{location}: {where} has no valid topic, partition and offset: {shown}")
     raw_time = row.get(TIMESTAMP)
     try:
         at = _moment(raw_time)
     except ValueError:
-        raise BadInput(f"--end-offsets {location}: {where} has no valid timestamp {raw_time!r} "
+        raise BadInput(f"{location}: {where} has no valid timestamp {raw_time!r} "
                        f"(expected ISO-8601 such as 2026-11-21T08:00:00Z, or epoch milliseconds)") from None
-    return str(topic).strip(), partition, offset, at
+    raw_start = row.get(LOG_START)
+    start = None if raw_start is None or str(raw_start).strip() == "" else _whole(raw_start, _INT64)
+    if start is None and not (raw_start is None or str(raw_start).strip() == ""):
+        raise BadInput(f"{location}: {where} has no valid log_start_offset {raw_start!r}")
+    return str(topic).strip(), partition, offset, at, start
 
 
 def _moment(value: Any) -> datetime | None:

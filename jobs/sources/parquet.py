@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from jobs.errors import BadInput
 from jobs.lake.hive import data_files, relative
-from jobs.lake.storage import Location, located
+from jobs.lake.storage import Location, first_line, located
 from jobs.sources.raw import OPTIONAL, REQUIRED, column_problem
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def check_dump(root: Location | str) -> str | None:
         try:
             schema = pq.read_schema(path.path, filesystem=path.fs)
         except (pa.ArrowException, OSError) as e:  # ArrowInvalid: no Parquet magic bytes, a cut-off footer
-            problem = f"cannot read Parquet: {_first_line(e)}"
+            problem = f"cannot read Parquet: {first_line(e, 200)}"
         else:
             types = {**{f.name: spark_type(f.type) for f in schema}, **partition_columns}
             problem = column_problem(types)
@@ -156,7 +156,7 @@ def read_row_groups(task: Any, columns: list[str]) -> Iterator[Any]:
         try:
             dump = pq.ParquetFile(path.path, filesystem=path.fs)
         except (pa.ArrowException, OSError) as e:
-            raise task_error(BadInput(f"--source parquet: {path.uri}: cannot read it ({_first_line(e)})")) from None
+            raise task_error(BadInput(f"--source parquet: {path.uri}: cannot read it ({first_line(e, 200)})")) from None
         read = [c for c in present if c in dump.schema_arrow.names]
         sizes = [dump.metadata.row_group(g).num_rows for g in row_groups]
         first, last = row_groups[0], row_groups[-1]
@@ -166,7 +166,7 @@ def read_row_groups(task: Any, columns: list[str]) -> Iterator[Any]:
             except (pa.ArrowException, OSError) as e:  # a damaged data page: the user's file, said in one line
                 damaged = _damaged(dump, groups, read)
                 raise task_error(BadInput(f"--source parquet: {path.uri}: cannot read row group {damaged} "
-                                          f"({_first_line(e)})")) from None
+                                          f"({first_line(e, 200)})")) from None
             if stop is not None and groups[-1] == last:  # the task's share of a row group cut between tasks
                 table = table.slice(0, table.num_rows - sizes[-1] + stop)
             if start and groups[0] == first:
@@ -203,10 +203,6 @@ def _damaged(dump: Any, groups: list[int], columns: list[str]) -> int:
         except Exception:  # noqa: BLE001 - whatever failed the run of them
             return group
     return groups[0]
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
 
 
 def dump_bytes(root: Location) -> int:

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.lake.storage import Location
-from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE
+from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.records import TIMESTAMP
 from offsets_codec.registry import OFFSETS_TOPIC
 
@@ -96,8 +96,9 @@ class ReplayState:
             where = output.child(name)
             return tuple(f for f, _ in version_files(where, delta_table(where, versions[name])))
 
+        history_files = files(HISTORY_STATE) if history else ()
         if history:
-            found = _history_windows(files(HISTORY_STATE))
+            found = _history_windows(history_files)
             if found is not None and (windows[0] > found[0] or windows[1] > found[1]):
                 reason = "the status or rate window is wider than the previous run kept"
                 log.info("%s: the archive is read back and replayed whole", reason)
@@ -115,14 +116,34 @@ class ReplayState:
                  found.num_rows)
         kept = {REPLAY_STATE: tuple(f for f, _ in version_files(output.child(REPLAY_STATE), table))}
         if FOLD_STATE in versions:  # else (an older offsetlake's run) every group is folded again
-            kept[FOLD_STATE] = files(FOLD_STATE)
+            fold = output.child(FOLD_STATE)
+            kept_fold = delta_table(fold, versions[FOLD_STATE])
+            if _layout(pa.schema(kept_fold.schema().to_arrow())) == _layout(arrow_schema(FOLD_STATE)):
+                kept[FOLD_STATE] = tuple(f for f, _ in version_files(fold, kept_fold))
+            else:
+                log.info("run %s's group fold has another layout (an older offsetlake's): every group is folded again",
+                         run["run_id"])
         as_of = run["as_of"].replace(tzinfo=timezone.utc) if run.get("as_of") is not None else None
         through, deferred = None, None
         if history:
-            kept[HISTORY_STATE] = files(HISTORY_STATE)
+            if FOLD_STATE not in kept:  # the groups' last events are in it
+                reason = "the newest complete run kept no group fold of this layout"
+                log.info("%s: the archive is read back and replayed whole", reason)
+                return None, reason
+            kept[HISTORY_STATE] = history_files
             through, deferred = replayed(found, as_of)
         return cls(run["run_id"], kept, found.num_rows, state_moments(found, started), folded_transactions(found),
                    as_of, through, deferred), None
+
+
+def _layout(t: pa.Schema | pa.DataType) -> tuple | str:
+    """The nested field names of a schema or type: a fold kept without a field this run's fold has would be read
+    with nulls there, so its groups would not be the ones a new fold gives."""
+    if isinstance(t, pa.Schema) or pa.types.is_struct(t):
+        return tuple((f.name, _layout(f.type)) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return "list", _layout(t.value_type)
+    return ""
 
 
 def replayed(state: pa.Table, as_of: datetime | None) -> tuple[dict[int, int], datetime | None]:

@@ -197,7 +197,8 @@ def read_partition(part: PartitionLog) -> Iterator[Any]:
             raise task_error(BadInput(f"--source segments: cannot read {path}: {e.strerror or e}")) from None
     if len(rows):
         yield rows.batch()
-    worker_log.info("read %s-%d: %d segments, %d records, %d problems in %.1fs", part.topic, part.partition,
+    # One line per partition only with --debug: a log dir has 50 or more (the driver shows one progress line).
+    worker_log.debug("read %s-%d: %d segments, %d records, %d problems in %.1fs", part.topic, part.partition,
                     len(part.segments), records, problems, time.monotonic() - started)
 
 

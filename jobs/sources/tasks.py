@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from jobs.errors import BadInput
+from jobs.replay.records import clamp_ms
 
 _TASK_ERROR = re.compile(r"<<offsetlake-task: (.*?)>>")
 # Spark's error when a scan cannot read an input file (error class FAILED_READ_FILE), and the first cause below.
@@ -41,7 +42,8 @@ def task_logger() -> logging.Logger:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("offsetlake: %(message)s"))
         worker.addHandler(handler)
-        worker.setLevel(logging.INFO)
+        # --debug in the driver (inherited by a forked worker) shows the per-task lines logged at debug level.
+        worker.setLevel(logging.DEBUG if logging.getLogger("offsetlake").isEnabledFor(logging.DEBUG) else logging.INFO)
         worker.propagate = False
     return worker
 
@@ -102,7 +104,7 @@ class RecordColumns:
         c["key"].append(key)
         c["value"].append(value)
         c["offset"].append(offset)
-        c["timestamp"].append(None if timestamp_ms is None else timestamp_ms * 1000)
+        c["timestamp"].append(None if timestamp_ms is None else clamp_ms(timestamp_ms) * 1000)
         c["timestampType"].append(timestamp_type)
         self.bytes += (len(key) if key else 0) + (len(value) if value else 0)
 

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.config import KafkaOptions, SourceSpec, output_folder
-from jobs.lake.storage import Location, located
+from jobs.lake.storage import Location, close_parquet, located
 from jobs.sources.plan import plan_source
 
 log = logging.getLogger("offsetlake")
@@ -28,22 +28,24 @@ def write_dump(source: SourceSpec, kafka: KafkaOptions, output: "Location | str"
     records = problems = 0
     for index, task in enumerate(plan.tasks or ()):
         writer = None
-        for batch in plan.read(task):
-            table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-            if "problem" in table.column_names:
-                damaged = pc.is_valid(table.column("problem"))
-                for p in table.filter(damaged).column("problem").to_pylist():
-                    log.warning("%s: %s at byte %s: %s", p["file"], p["action"], p["position"], p["reason"])
-                    problems += 1
-                table = table.filter(pc.invert(damaged))
-            table = table.select([c for c in COLUMNS if c in table.column_names])
-            if writer is None:
-                part = output.child(f"part-{index:05d}.parquet")
-                writer = pq.ParquetWriter(part.path, table.schema, filesystem=part.fs)
-            writer.write_table(table)
-            records += table.num_rows
-        if writer is not None:
-            writer.close()
+        try:
+            for batch in plan.read(task):
+                table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+                if "problem" in table.column_names:
+                    damaged = pc.is_valid(table.column("problem"))
+                    for p in table.filter(damaged).column("problem").to_pylist():
+                        log.warning("%s: %s at byte %s: %s", p["file"], p["action"], p["position"], p["reason"])
+                        problems += 1
+                    table = table.filter(pc.invert(damaged))
+                table = table.select([c for c in COLUMNS if c in table.column_names])
+                if writer is None:
+                    part = output.child(f"part-{index:05d}.parquet")
+                    writer = pq.ParquetWriter(part.path, table.schema, filesystem=part.fs)
+                writer.write_table(table)
+                records += table.num_rows
+        finally:
+            if writer is not None:
+                close_parquet(writer)
     for item in plan.ignored:
         log.warning("not read: %s (%s)", item.path, item.reason)
     log.info("wrote %d records of %s to %s", records, source, output)

@@ -37,14 +37,7 @@ def main() -> None:
 
 
 def drill(work: Path, kills: int, records: int, rnd: random.Random) -> dict:
-    dumps = [_sample(work / f"dump-{i}", records, seed=7 + i) for i in (0, 1)]
-    expected, took = {}, []
-    for dump in dumps:  # what readers answer after a complete run of each dump
-        out = work / f"alone-{dump.name}"
-        started = time.monotonic()
-        _offsetlake("rebuild", "--source", f"parquet:{dump}", "--output", str(out))
-        took.append(time.monotonic() - started)
-        expected[dump.name] = _readers(out)
+    dumps, expected, took = alone(work, records)
     out = work / "killed"
     _offsetlake("rebuild", "--source", f"parquet:{dumps[0]}", "--output", str(out))
     current = dumps[0].name
@@ -75,6 +68,20 @@ def drill(work: Path, kills: int, records: int, rnd: random.Random) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     return {"kills": kills, "ok": True, "readers_saw": landed, "normal_run_seconds": [round(t, 1) for t in took],
             "kill_moments_seconds": sorted(moments)}
+
+
+def alone(work: Path, records: int) -> tuple[list[Path], dict[str, dict], list[float]]:
+    """Two sample dumps, each rebuilt alone: the dumps, what readers answer after each (by dump name), and how
+    long each run took."""
+    dumps = [_sample(work / f"dump-{i}", records, seed=7 + i) for i in (0, 1)]
+    expected, took = {}, []
+    for dump in dumps:
+        out = work / f"alone-{dump.name}"
+        started = time.monotonic()
+        _offsetlake("rebuild", "--source", f"parquet:{dump}", "--output", str(out))
+        took.append(time.monotonic() - started)
+        expected[dump.name] = _readers(out)
+    return dumps, expected, took
 
 
 def _command() -> list[str]:

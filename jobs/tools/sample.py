@@ -17,7 +17,13 @@ Ten days of a cluster, simulated tick by tick and streamed to Parquet (so 10M re
 * what Burrow's rules catch (group_status): a consumer that stalls (`stall-app`), one that stops committing
   (`stop-app`), one whose offsets are reset back (`rewind-app`), and one that rebalances at every tick
   (`flapping-app`), on a topic whose log end grows steadily;
-* end offsets as `kafka-get-offsets.sh` output of the last few ticks, each line with its timestamp.
+* share groups' progress in the share coordinator's own topic, `__share_group_state` (a ShareSnapshot, then a
+  ShareUpdate per tick moving the start offset, with the records in flight);
+* end offsets as `kafka-get-offsets.sh` output of the last few ticks, each line with its timestamp, and a close
+  watch of the last quarter hour (commits and snapshots every 5 minutes, as a rebuild every 5 minutes would see
+  them), so that consume and produce rates are known at the end; and the log start offsets of the same moments
+  (`kafka-get-offsets.sh --time -2`): the lagging topic keeps a day of records, so a consumer that stopped long
+  ago has lost records to retention.
 """
 from __future__ import annotations
 
@@ -33,9 +39,11 @@ import pyarrow.parquet as pq
 
 from jobs.config import defaults
 from jobs.errors import BadInput
-from offsets_codec import encode_key, encode_value, partition_for, record_type_named
+from jobs.runtime.progress import Progress
+from offsets_codec import SHARE_STATE, encode_key, encode_value, partition_for, record_type_named
 from offsets_codec.consumer_protocol import encode_assignment, encode_subscription
 from offsets_codec.segment_writer import control_record
+from offsets_codec.registry import SHARE_SNAPSHOT, SHARE_STATE_TOPIC, SHARE_UPDATE
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 END = datetime(2026, 11, 20, tzinfo=timezone.utc)
@@ -79,13 +87,16 @@ class SampleWriter:
         self.writer = pq.ParquetWriter(path / "part-00000.parquet", RAW_SCHEMA)
         self.partitions = partitions
         self.next_offset = [0] * partitions
+        self.next_share_offset = [0] * partitions  # __share_group_state has as many partitions here
         self.rows: dict[str, list] = {name: [] for name in RAW_SCHEMA.names}
         self.count = 0
 
     def append(self, group_id: str, key: bytes, value: bytes | None, ts_ms: int, producer_id: int = NO_PRODUCER,
-               is_control: bool = False) -> None:
-        """A record in the coordinator partition of `group_id`; a producer id makes it transactional."""
+               is_control: bool = False, topic: str = "__consumer_offsets") -> None:
+        """A record in the coordinator partition of `group_id` (in `__share_group_state`: of the share partition
+        key `group_id` stands for); a producer id makes it transactional."""
         p = partition_for(group_id, self.partitions)
+        offsets = self.next_offset if topic == "__consumer_offsets" else self.next_share_offset
         rows = self.rows
         rows["producer_id"].append(producer_id)
         rows["producer_epoch"].append(-1 if producer_id == NO_PRODUCER else 0)
@@ -93,12 +104,12 @@ class SampleWriter:
         rows["is_control"].append(is_control)
         rows["key"].append(key)
         rows["value"].append(value)
-        rows["topic"].append("__consumer_offsets")
+        rows["topic"].append(topic)
         rows["partition"].append(p)
-        rows["offset"].append(self.next_offset[p])
+        rows["offset"].append(offsets[p])
         rows["timestamp"].append(ts_ms)
         rows["timestampType"].append(0)  # CreateTime
-        self.next_offset[p] += 1
+        offsets[p] += 1
         self.count += 1
         if len(rows["key"]) >= 200_000:
             self.flush()
@@ -119,9 +130,10 @@ class SampleWriter:
 
 
 def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | None = None,
-                 log_dir: Path | None = None) -> dict:
+                 log_dir: Path | None = None, log_starts: Path | None = None) -> dict:
     """Write about `records` records to output/part-00000.parquet (and, with `log_dir`, the same records as
-    a broker log dir there); returns what was written."""
+    a broker log dir there; with `log_starts`, the log start offsets of the end offsets' moments); returns what
+    was written."""
     if log_dir is not None:
         _check_empty(log_dir)  # before anything is written
     rng, ends_rng = random.Random(seed), random.Random(seed + 1)
@@ -141,37 +153,49 @@ def write_sample(output: Path, records: int, seed: int = 7, end_offsets: Path | 
     writer = SampleWriter(output, partitions)
     keys: dict[tuple[str, str, int], bytes] = {}
     snapshots: list[tuple[int, dict[tuple[str, int], int]]] = []
-    for tick in range(ticks + 1):
-        now = START_MS + tick * tick_ms
-        for g in groups:
-            _step(rng, g, now, topics, topic_ids, writer, keys)
-        # kafka-get-offsets.sh run after each of the last ticks and now and then before: enough snapshots to
-        # bracket when the log end passed a stalled consumer's offset (lag in seconds). Their own random
-        # stream, so the records do not depend on how many snapshots there are.
-        if tick > ticks - END_OFFSET_SNAPSHOTS or tick % max(1, ticks // END_OFFSET_SNAPSHOTS) == 0:
-            ends = _log_ends(ends_rng, groups, topics, now, snapshots[-1][1] if snapshots else {})
-            snapshots.append((now, ends))
-    end = START_MS + ticks * tick_ms
+    with Progress(f"sample of {records:,} records (ticks of {tick_ms / 3_600_000:.1f} h)", ticks + 1) as progress:
+        for tick in range(ticks + 1):
+            progress.step()
+            now = START_MS + tick * tick_ms
+            for g in groups:
+                _step(rng, g, now, topics, topic_ids, writer, keys)
+            # kafka-get-offsets.sh run after each of the last ticks and now and then before: enough snapshots to
+            # bracket when the log end passed a stalled consumer's offset (lag in seconds). Their own random
+            # stream, so the records do not depend on how many snapshots there are.
+            if tick > ticks - END_OFFSET_SNAPSHOTS or tick % max(1, ticks // END_OFFSET_SNAPSHOTS) == 0:
+                ends = _log_ends(ends_rng, groups, topics, now, snapshots[-1][1] if snapshots else {})
+                snapshots.append((now, ends))
+        end = START_MS + ticks * tick_ms
+        for step in range(1, WATCH_STEPS + 1):  # the close watch of the last quarter hour
+            now = end + step * WATCH_MS
+            for g in groups:
+                _step(rng, g, now, topics, topic_ids, writer, keys)
+            snapshots.append((now, _log_ends(ends_rng, groups, topics, now, snapshots[-1][1])))
+        end += WATCH_STEPS * WATCH_MS
     _damage(writer, groups[0].group_id, end)
     _open_transaction(rng, groups, end, topics, topic_ids, writer, keys)
     writer.close()
 
     if end_offsets is not None:
         _write_end_offsets(end_offsets, snapshots)
+    if log_starts is not None:
+        _write_end_offsets(log_starts, [(now, _log_starts(ends)) for now, ends in snapshots])
     if log_dir is not None:
         write_log_dir(output, log_dir)
     stable = next(g.group_id for g in groups if g.kind == "consumer" and not g.stopped)
+    share = next((g.group_id for g in groups if g.kind == "share" and not g.stopped), None)
     return {"records": writer.count, "groups": len(groups), "topics": len(topics), "path": str(output),
-            "example_group": stable, "end_offsets": str(end_offsets) if end_offsets else None,
-            "log_dir": str(log_dir) if log_dir else None}
+            "example_group": stable, "example_share_group": share,
+            "end_offsets": str(end_offsets) if end_offsets else None,
+            "log_starts": str(log_starts) if log_starts else None, "log_dir": str(log_dir) if log_dir else None}
 
 
 def _plan_groups(rng: random.Random, records: int, topics: list[str]) -> list[Group]:
-    n = max(12, min(5000, records // 400))
     # A 20-group cycle, so even a small sample has every kind: 60% consumer, 15% simple, 10% connect, ...
     kinds = ["consumer", "simple", "kip848", "connect", "consumer", "deleted", "eos", "simple", "consumer",
              "retention", "kip848", "simple", "consumer", "connect", "share", "deleted", "consumer", "streams",
              "consumer", "consumer"]
+    n = max(len(kinds), min(5000, records // 400))
     groups = []
     ticks = 1000  # planned on a 0..1000 scale, rescaled in _step
     for i in range(n):
@@ -197,6 +221,8 @@ def _plan_groups(rng: random.Random, records: int, topics: list[str]) -> list[Gr
 LAGGING_TOPIC, LAGGING_PARTITIONS = "lagging-0", 2
 LAGGING_PER_MINUTE = 10
 END_OFFSET_SNAPSHOTS = 6
+WATCH_STEPS, WATCH_MS = 3, 5 * 60_000  # the close watch at the end: 3 steps of 5 minutes (the rate window: 15)
+RETAINED_MINUTES = 24 * 60  # the lagging topic's retention: a day of records
 TROUBLE = ("stall", "stop", "rewind", "flapping")
 
 
@@ -227,8 +253,8 @@ def _trouble_commit(g: Group, position: int, now: int, previous: int | None) -> 
 
 
 def _position(now: int) -> int:
-    """The plan's 0..1000 scale mapped onto the real time span."""
-    return (now - START_MS) * 1000 // SPAN_MS
+    """The plan's 0..1000 scale mapped onto the real time span (the close watch after it is still at 1000)."""
+    return min(1000, (now - START_MS) * 1000 // SPAN_MS)
 
 
 def _step(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_ids: dict[str, str],
@@ -244,8 +270,11 @@ def _step(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_
         _rebalance(rng, g, now, topics, w)
     elif g.kind in MODERN and (not g.members or rng.random() < 0.01):
         _modern_rebalance(rng, g, now, topics, topic_ids, w)
-    if g.kind in ("connect", "share"):
-        return  # Connect worker groups coordinate connectors, share groups keep no offsets here
+    if g.kind == "share":  # share groups keep no offsets here: their progress is the share coordinator's
+        _share_progress(rng, g, now, topics, topic_ids, w)
+        return
+    if g.kind == "connect":
+        return  # Connect worker groups coordinate connectors
     if g.kind == "eos":  # one transaction per tick: its offsets, then the coordinator's marker
         result = "ABORT" if rng.random() < ABORT_RATE else "COMMIT"
         _commit_all(rng, g, now, topics, topic_ids, w, keys, producer_id=_producer_id(g), applies=result == "COMMIT")
@@ -259,6 +288,34 @@ def _step(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_
                 _commit(g, LAGGING_TOPIC, p, offset, now, topic_ids, w, keys)
         return
     _commit_all(rng, g, now, topics, topic_ids, w, keys)
+
+
+def _share_progress(rng: random.Random, g: Group, now: int, topics: dict[str, int], topic_ids: dict[str, str],
+                    w: SampleWriter) -> None:
+    """What the share-partition leaders persist each tick: a ShareSnapshot the first time, then a ShareUpdate moving
+    the start offset past what was acknowledged, with the records still in flight (acknowledged, available for
+    redelivery, or archived after too many deliveries) as state batches. The start offsets are kept in `committed`,
+    so that the topics' log ends stay past them."""
+    for topic in g.topics:
+        topic_id = topic_ids[topic]
+        for p in range(topics[topic]):
+            first = (topic, p) not in g.committed
+            start = g.committed.get((topic, p), rng.randint(0, 1000)) + (0 if first else rng.randint(0, 400))
+            g.committed[(topic, p)] = start
+            acked, waiting = rng.randint(0, 30), rng.randint(0, 30)
+            batches = [{"FirstOffset": start, "LastOffset": start + acked, "DeliveryState": 2, "DeliveryCount": 1},
+                       {"FirstOffset": start + acked + 1, "LastOffset": start + acked + 1 + waiting,
+                        "DeliveryState": 0 if rng.random() < 0.9 else 4, "DeliveryCount": rng.randint(1, 3)}]
+            key = SHARE_STATE.encode_key(SHARE_SNAPSHOT if first else SHARE_UPDATE,
+                                         {"GroupId": g.group_id, "TopicId": topic_id, "Partition": p})
+            common = {"SnapshotEpoch": 0, "StartOffset": start, "DeliveryCompleteCount": acked + 1,
+                      "StateBatches": batches}
+            if first:
+                value = SHARE_STATE.encode_value(SHARE_SNAPSHOT, 0, {**common, "StateEpoch": 0, "LeaderEpoch": 0,
+                                                                     "CreateTimestamp": now, "WriteTimestamp": now})
+            else:
+                value = SHARE_STATE.encode_value(SHARE_UPDATE, 0, {**common, "LeaderEpoch": -1})
+            w.append(f"{g.group_id}:{topic_id}:{p}", key, value, now, topic=SHARE_STATE_TOPIC)
 
 
 def _producer_id(g: Group) -> int:
@@ -468,8 +525,15 @@ def _log_ends(rng: random.Random, groups: list[Group], topics: dict[str, int], n
             if rng.random() < 0.02:  # the consumer's commit is ahead of the end it was given: lag < 0
                 ends[(topic, p)] = max(0, end - rng.randint(1, 5))
             else:
-                ends[(topic, p)] = max(end + rng.randint(0, 5000), before.get((topic, p), 0))
+                ends[(topic, p)] = max(end + rng.randint(0, 600), before.get((topic, p), 0))
     return ends
+
+
+def _log_starts(ends: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """Each partition's log start offset beside its log end: the lagging topic keeps RETAINED_MINUTES of records,
+    the others have lost none yet."""
+    return {(t, p): max(0, end - LAGGING_PER_MINUTE * RETAINED_MINUTES) if t == LAGGING_TOPIC else 0
+            for (t, p), end in ends.items()}
 
 
 def _write_end_offsets(path: Path, snapshots: list[tuple[int, dict[tuple[str, int], int]]]) -> None:
@@ -483,7 +547,8 @@ def _write_end_offsets(path: Path, snapshots: list[tuple[int, dict[tuple[str, in
 
 
 def write_log_dir(dump: Path, log_dir: Path, batch_records: int = 200, segment_records: int = 250_000) -> int:
-    """A dump's records as a broker log dir: `__consumer_offsets-N/<base offset>.log`, uncompressed v2 batches.
+    """A dump's records as a broker log dir: `__consumer_offsets-N/<base offset>.log` (and `__share_group_state-N/`
+    for the share coordinator's records), uncompressed v2 batches.
 
     Consecutive records of one producer share a batch, as a coordinator's appends do; with the dump's batch
     metadata, transactional commits go in transactional batches and markers in control batches, so the log
@@ -497,15 +562,18 @@ def write_log_dir(dump: Path, log_dir: Path, batch_records: int = 200, segment_r
 
     _check_empty(log_dir)
     dataset = pads.dataset(dump, format="parquet")
-    metadata = [c for c in ("producer_id", "producer_epoch", "is_control") if c in dataset.schema.names]
+    metadata = [c for c in ("producer_id", "producer_epoch", "is_control", "topic") if c in dataset.schema.names]
     table = dataset.to_table(columns=["key", "value", "partition", "offset", "timestamp", *metadata])
-    table = table.sort_by([("partition", "ascending"), ("offset", "ascending")])
+    if "topic" not in table.column_names:
+        table = table.append_column("topic", pa.repeat(pa.scalar("__consumer_offsets"), table.num_rows))
+    table = table.sort_by([("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
     if pa.types.is_timestamp(table.schema.field("timestamp").type):
         millis = pc.cast(pc.cast(table.column("timestamp"), pa.timestamp("ms", tz="UTC")), pa.int64())
         table = table.set_column(table.schema.get_field_index("timestamp"), "timestamp", millis)
-    for partition in pc.unique(table.column("partition")).to_pylist():
-        rows = table.filter(pc.equal(table.column("partition"), partition)).to_pydict()
-        folder = log_dir / f"__consumer_offsets-{partition}"
+    for topic, partition in sorted(set(zip(table.column("topic").to_pylist(), table.column("partition").to_pylist()))):
+        rows = table.filter(pc.and_(pc.equal(table.column("topic"), topic),
+                                    pc.equal(table.column("partition"), partition))).to_pydict()
+        folder = log_dir / f"{topic}-{partition}"
         folder.mkdir(parents=True, exist_ok=True)
         n = len(rows["offset"])
         records = [LogRecord(o, t, 0, k, v) for k, v, o, t in zip(rows["key"], rows["value"], rows["offset"],

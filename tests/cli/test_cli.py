@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -206,9 +207,19 @@ def test_describe_prints_like_kafka_consumer_groups(rebuilt):
     assert state.split("\n")[2].split() == ["g", "__consumer_offsets-0", "(-)", "range", "Stable", "1"]
 
     gone = invoke("describe", "--output", str(out), "--group", "nope")
-    assert gone.stdout == "\nError: Consumer group 'nope' does not exist.\n"
+    assert (gone.exit_code, gone.stdout) == (2, "")  # as reset-offsets: one line naming the group and the moment
+    [line] = gone.stderr.strip().splitlines()
+    assert re.fullmatch(r"offsetlake: error: --group nope: no such group at 2026-11-\d\dT[\d:]+Z", line), line
+    assert invoke("reset-offsets", "--output", str(out), "--group", "nope").stderr == gone.stderr
+    both = invoke("describe", "--output", str(out), "--group", "g", "--members", "--state")
+    assert both.stdout == state + members_plain(out)  # both views, --state first
+    assert both.stderr.startswith(f"As of {line.rsplit(' ', 1)[1]} (run ")  # the moment, always said
     empty = invoke("describe", "--output", str(out), "--group", "gone")
     assert "Consumer group 'gone' has no active members." in empty.stderr
+
+
+def members_plain(out) -> str:
+    return invoke("describe", "--output", str(out), "--group", "g", "--members").stdout
 
 
 def test_every_command_is_documented():
@@ -221,3 +232,47 @@ def test_a_file_that_is_not_parquet_is_bad_input(tmp_path):
     (tmp_path / "dump" / "x.parquet").write_text("hello")
     result = invoke("rebuild", "--source", f"parquet:{tmp_path / 'dump'}", "--output", str(tmp_path / "o"))
     one_line_error(result, "cannot read Parquet", "x.parquet")
+
+
+def test_debug_and_quiet_go_after_the_command_and_version_is_known(rebuilt, dump):
+    out, _ = rebuilt
+    quiet = invoke("sql", "--output", str(out), "SELECT 1 AS x", "-q")
+    assert quiet.exit_code == 0 and quiet.stdout.splitlines()[2].strip() == "1"
+    # --debug after the command: an internal failure shows its traceback (the runner sees the exception).
+    failing = CliRunner().invoke(cli, ["rebuild", "--source", f"parquet:{dump}", "--output", "/proc/lake", "--debug"])
+    assert failing.exit_code == 2  # BadInput stays one line even with --debug
+    assert failing.stderr.strip() == "offsetlake: error: --output /proc/lake: cannot write in /proc (No such file or directory)"
+    version = invoke("--version")
+    assert version.exit_code == 0 and re.fullmatch(r"offsetlake \d+\.\d+\.\S+\n", version.stdout)
+
+
+def test_progress_is_one_updating_line_on_a_terminal_only(monkeypatch):
+    import io
+    import logging
+
+    from jobs.runtime.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    logging.getLogger("offsetlake").setLevel(logging.INFO)
+    for stream, shown in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        with Progress("reading", 3, every=0) as progress:
+            for _ in range(3):
+                progress.step()
+        text = stream.getvalue()
+        assert ("\n" not in text) and (text.count("\roffsetlake: reading: ") == (3 if shown else 0)), text
+        assert text.endswith("\r\x1b[K") == shown  # cleared at the end: the next message starts on its own line
+
+
+@pytest.mark.parametrize("name", ["a^b", "runs[1]", "x|y"])
+def test_an_output_path_delta_rs_cannot_open_is_one_line_before_any_work(tmp_path, name):
+    """delta-rs panics (its own trace on stderr) on these characters in a local path: refused before it runs."""
+    (tmp_path / "dump").mkdir()
+    result = invoke("rebuild", "--source", f"parquet:{tmp_path / 'dump'}", "--output", str(tmp_path / name))
+    one_line_error(result, f"--output {tmp_path / name}: delta-rs cannot open a Delta table under a path with")
+    assert not (tmp_path / name).exists()
+    (tmp_path / name).mkdir()
+    one_line_error(invoke("sql", "--output", str(tmp_path / name), "SELECT 1"), "delta-rs cannot open")

@@ -14,20 +14,21 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 from offsets_log import MINUTE, T0, OffsetsLog, member
+from takeover import wait_until_stopped
 
 from jobs.cli import cli
-from jobs.kill_points import KILL_AT
+from jobs.kill_points import KILL_AT, PAUSE_AT
 from jobs.lake.output_lock import STAGING_DIR, holder_of
-from jobs.lake.runs import finished_runs, table_folders, unreferenced_files
+from jobs.lake.runs import finished_runs, is_fence, run_id_of, table_folders, unreferenced_files
 from jobs.lake.tables import TABLES
 from jobs.readers.views import register_tables
 
@@ -84,15 +85,17 @@ def runs(spark, tmp_path_factory) -> dict:
     exe = Path(sys.executable).with_name("offsetlake")
     command = [str(exe), "--quiet", "rebuild", "--source", f"parquet:{second}", "--output", str(out),
                "--end-offsets", str(ends)]
-    seen, refused = {}, None
+    # While a run holds the output (paused, alive), a second rebuild is refused before Spark starts.
+    paused = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True, env={**os.environ, PAUSE_AT: "read"})
+    wait_until_stopped(paused)
+    refused = (holder_of(out)["run_id"], subprocess.run(command, capture_output=True, text=True, timeout=120))
+    os.killpg(paused.pid, signal.SIGKILL)
+    paused.communicate(timeout=60)
+    seen = {}
     for moment in KILLED_AT:
         killed = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   start_new_session=True, env={**os.environ, KILL_AT: moment})
-        if refused is None:  # while it holds the output, a second rebuild is refused before Spark starts
-            while holder_of(out) is None and killed.poll() is None:
-                time.sleep(0.05)
-            holder = holder_of(out)["run_id"]
-            refused = (holder, subprocess.run(command, capture_output=True, text=True, timeout=120))
         _, err = killed.communicate(timeout=600)
         assert killed.returncode == -9, err  # SIGKILL, as the hook does it
         seen[moment] = seen_by_readers(out)
@@ -138,9 +141,11 @@ def test_a_second_rebuild_is_refused_in_one_line_naming_the_run_that_holds_the_o
 
 def test_the_killed_run_replaced_some_tables_and_did_not_record_itself(runs):
     out = runs["out"]
-    versions = {t: DeltaTable(str(out / t)).version() for t in TABLES}
-    assert [t for t, v in versions.items() if v == 1] == list(TABLES[:KILLED_AFTER])
-    assert all(v == 0 for t, v in versions.items() if t not in TABLES[:KILLED_AFTER])
+    # Each killed run's successor fenced every table when it took the dead run's lock over: empty commits.
+    authors = {t: [run_id_of(c) for c in DeltaTable(str(out / t)).history() if not is_fence(c)] for t in TABLES}
+    first = runs["first_run"]
+    assert [t for t, by in authors.items() if by[0] != first] == list(TABLES[:KILLED_AFTER])
+    assert all(by == [first] for t, by in authors.items() if t not in TABLES[:KILLED_AFTER])
     assert len(DeltaTable(str(out / "_runs")).to_pyarrow_table()) == 1
     newest = DeltaTable(str(out / "committed_offsets")).to_pyarrow_table().column("committed_offset").to_pylist()
     assert sorted(newest) == [5, 95, 130]  # the new data is there, and readers must not see it

@@ -156,10 +156,10 @@ def test_dump_holds_exactly_the_records_of_the_topic(dumped, log):
 
 
 # How a run went, not what it found: its id, its times and memory, and the work of whichever runner ran it.
-VOLATILE = ("run_id", "seconds", "output", "runner", "delta_engine", "spark_jobs", "spark_stages", "spark_tasks",
+VOLATILE = ("run_id", "seconds", "output", "cluster", "runner", "delta_engine", "spark_jobs", "spark_stages", "spark_tasks",
             "driver_python_peak_mb", "driver_jvm_peak_mb", "worker_peak_mb")
 # What only a live fetch of end offsets knows (when, the log start), or knows at a different moment each run.
-LIVE_ONLY = {"consumer_lag": ("end_offsets_fetched_at", "log_start_offset", "below_log_start"),
+LIVE_ONLY = {"consumer_lag": ("end_offsets_fetched_at", "log_start_offset", "below_log_start", "records_lost"),
              "end_offsets_history": ("observed_at", "fetched_at", "log_start_offset")}
 
 
@@ -196,8 +196,8 @@ def test_dump_then_rebuild_from_parquet_gives_the_same_tables(from_kafka, dumped
     assert found(summary) == found(kafka_summary)
     for table in TABLES:
         assert rows(out, table, LIVE_ONLY.get(table, ())) == rows(kafka_out, table, LIVE_ONLY.get(table, ())), table
-    assert {r[-4:-1] for r in rows(out, "consumer_lag")} == {(("end_offsets_fetched_at", None), ("log_start_offset", None),
-                                                            ("below_log_start", None))}
+    assert {r[-5:-1] for r in rows(out, "consumer_lag")} == {(("end_offsets_fetched_at", None), ("log_start_offset", None),
+                                                            ("below_log_start", None), ("records_lost", None))}
 
 
 def read_locally(plan) -> list[tuple]:

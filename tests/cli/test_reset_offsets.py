@@ -91,3 +91,151 @@ def test_the_command_starts_no_jvm(out, tmp_path):
                              "--topic", "billing"], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert (result.returncode, result.stdout, result.stderr) == (0, "billing,0,5\n", "")
     assert not (home / "started").exists()
+
+
+# --- --execute: the plan committed to a cluster (librdkafka's mock cluster, tests/kafka_mock.py) -----------------
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A mock cluster holding topics orders (3 partitions) and billing, and a consumer of group `busy` that holds
+    its membership (the session outlives the tests that use it)."""
+    from confluent_kafka import Consumer
+    from kafka_mock import MockCluster, produce_data
+
+    mock = MockCluster()
+    mock.create_topic("orders", 11)
+    mock.create_topic("billing", 1)
+    produce_data(mock.bootstrap, "orders", {0: 50, 9: 950, 10: 1100})
+    produce_data(mock.bootstrap, "billing", {0: 10})
+    member = Consumer({"bootstrap.servers": mock.bootstrap, "group.id": "busy", "session.timeout.ms": 60_000,
+                       "enable.auto.commit": False})
+    member.subscribe(["orders"])
+    deadline = datetime.now().timestamp() + 20
+    while not member.assignment() and datetime.now().timestamp() < deadline:
+        member.poll(0.2)
+    assert member.assignment(), "the consumer never joined"
+    yield mock
+    member.close()
+    mock.close()
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> Path:
+    """Tables of two runs: an earlier one (as of T) and a newer one whose offsets are further on; `busy` too."""
+    path = tmp_path_factory.mktemp("restore")
+    earlier = [("orders", 10, 1000), ("billing", 0, 5), ("orders", 9, 900), ("orders", 0, 42)]
+    commit_run(path, {"committed_offsets": offsets("g", earlier) + offsets("busy", [("orders", 0, 7)]),
+                      "consumer_groups": [group("g"), group("busy")]}, as_of=T)
+    later = [(t, p, o + 5) for t, p, o in earlier]
+    commit_run(path, {"committed_offsets": offsets("g", later) + offsets("busy", [("orders", 0, 9)]),
+                      "consumer_groups": [group("g"), group("busy")]}, as_of=T.replace(hour=9))
+    return path
+
+
+def committed_on(mock, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": mock.bootstrap})
+    asked = ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p) for t, p in partitions])
+    found = admin.list_consumer_group_offsets([asked], request_timeout=10)[group_id].result(timeout=15)
+    return {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions}
+
+
+PLAN = [("billing", 0), ("orders", 0), ("orders", 9), ("orders", 10)]
+
+
+def test_a_dry_run_shows_current_and_new_offsets_and_commits_nothing(two_runs, cluster):
+    result = invoke("--output", str(two_runs), "--group", "g", "--bootstrap-server", cluster.bootstrap)
+    assert result.exit_code == 0, result.output
+    lines = [line.split() for line in result.stdout.splitlines() if line.strip()]
+    assert lines == [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+                     ["g", "billing", "0", "-", "10"], ["g", "orders", "0", "-", "47"],
+                     ["g", "orders", "9", "-", "905"], ["g", "orders", "10", "-", "1005"]]
+    assert "dry run: nothing was committed" in result.stderr
+    assert set(committed_on(cluster, "g", PLAN).values()) == {-1001}  # nothing there
+
+
+def test_execute_commits_an_earlier_runs_offsets_and_reads_them_back(two_runs, cluster):
+    result = invoke("--output", str(two_runs), "--group", "g", "--as-of", "2026-11-01T08:30:00Z",
+                    "--bootstrap-server", cluster.bootstrap, "--execute")
+    assert result.exit_code == 0, result.output
+    assert "committed 4 offset(s) of group g" in result.stderr and "every partition holds its new offset" in result.stderr
+    # The mock answers no DescribeGroups: said, and the commit itself is what refuses a group with members.
+    assert "the cluster does not describe groups" in result.stderr
+    assert committed_on(cluster, "g", PLAN) == {("billing", 0): 5, ("orders", 0): 42, ("orders", 9): 900,
+                                                ("orders", 10): 1000}  # the run as of 08:00, not 09:00's
+    again = invoke("--output", str(two_runs), "--group", "g", "--bootstrap-server", cluster.bootstrap)
+    assert [line.split()[3:] for line in again.stdout.splitlines()[2:]] == [["5", "10"], ["42", "47"], ["900", "905"],
+                                                                          ["1000", "1005"]]
+
+
+def test_a_group_with_members_is_refused_in_one_line(two_runs, cluster):
+    result = invoke("--output", str(two_runs), "--group", "busy", "--bootstrap-server", cluster.bootstrap, "--execute")
+    assert result.exit_code == 1, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("offsetlake: error: --group busy: ") and "UNKNOWN_MEMBER_ID" in line
+    assert "stop its consumers first" in line
+    assert committed_on(cluster, "busy", [("orders", 0)]) == {("orders", 0): -1001}
+
+
+def test_execute_needs_a_cluster_and_an_earlier_run(two_runs):
+    one_line_error(invoke("--output", str(two_runs), "--group", "g", "--execute"), "need --bootstrap-server")
+    one_line_error(invoke("--output", str(two_runs), "--group", "g", "--as-of", "2026-10-01T00:00:00Z"),
+                   "--as-of 2026-10-01T00:00:00Z: no complete run", "describes that moment or an earlier one")
+
+
+class FakeAdmin:
+    """An admin client of a broker that describes groups (as a real one does) and reads back `back`."""
+
+    def __init__(self, state: str, members: int, back: dict[tuple[str, int], int]) -> None:
+        self.state, self.members, self.back, self.altered = state, members, back, []
+
+    def describe_consumer_groups(self, groups, request_timeout):
+        from concurrent.futures import Future
+        from types import SimpleNamespace
+
+        done = Future()
+        done.set_result(SimpleNamespace(state=SimpleNamespace(name=self.state), members=[object()] * self.members))
+        return {groups[0]: done}
+
+    def list_consumer_group_offsets(self, asked, request_timeout):
+        from concurrent.futures import Future
+        from types import SimpleNamespace
+
+        from confluent_kafka import TopicPartition
+
+        done = Future()
+        done.set_result(SimpleNamespace(topic_partitions=[
+            TopicPartition(tp.topic, tp.partition, self.back.get((tp.topic, tp.partition), -1001))
+            for tp in asked[0].topic_partitions]))
+        return {asked[0].group_id: done}
+
+    def alter_consumer_group_offsets(self, target, request_timeout):
+        from concurrent.futures import Future
+        from types import SimpleNamespace
+
+        self.altered.append(target)
+        done = Future()
+        done.set_result(SimpleNamespace(topic_partitions=[]))
+        return {target[0].group_id: done}
+
+
+def test_a_stable_group_is_refused_before_any_commit_and_a_differing_read_back_is_named(two_runs, monkeypatch):
+    """Against a broker that answers DescribeGroups: a Stable group is refused before the commit; after a commit,
+    partitions read back with other offsets (another writer got there) are named, exit 1."""
+    from jobs.sources.kafka_client import Cluster
+
+    stable = FakeAdmin("STABLE", 2, {})
+    monkeypatch.setattr(Cluster, "admin", lambda self: stable)
+    result = invoke("--output", str(two_runs), "--group", "g", "--bootstrap-server", "b:9092", "--execute")
+    assert result.exit_code == 1 and stable.altered == []
+    assert result.stderr.strip() == ("offsetlake: error: --group g is Stable on b:9092 with 2 member(s): offsets are "
+                                     "reset only while a group is Empty or gone, as kafka-consumer-groups.sh "
+                                     "requires; stop its consumers first")
+    raced = FakeAdmin("EMPTY", 0, {("billing", 0): 10, ("orders", 0): 47, ("orders", 9): 3, ("orders", 10): 1005})
+    monkeypatch.setattr(Cluster, "admin", lambda self: raced)
+    result = invoke("--output", str(two_runs), "--group", "g", "--bootstrap-server", "b:9092", "--execute")
+    assert result.exit_code == 1 and len(raced.altered) == 1
+    assert result.stderr.strip() == ("offsetlake: error: read back, 1 partition(s) of group g differ from the plan: "
+                                     "orders-9 holds 3, not 905")

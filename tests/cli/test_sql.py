@@ -163,3 +163,24 @@ def test_the_installed_command_answers_without_a_jvm(out, tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout == "n\n2\n"
     assert time.monotonic() - started < 30  # about a second when the machine is idle; a JVM alone takes longer
+
+
+def test_a_table_the_newest_run_did_not_write_is_labelled_with_the_run_it_comes_from(tmp_path):
+    """A run with history as of B, then one with --no-history as of A: readers show offset_commits as of B, and
+    each says so (sql on stderr, show beside the table, describe --state below the history)."""
+    later, earlier = datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 1, tzinfo=timezone.utc)
+    history = {**tables((90, 110)), "offset_commits": [{"group_id": "g", "topic": "t", "partition": 0,
+                                                         "committed_offset": 90, "kind": "commit"}],
+               "group_events": [{"group_id": "g", "event": "rebalanced", "generation": 1, "event_time": T}]}
+    with_history = commit_run(tmp_path, history, as_of=later)
+    commit_run(tmp_path, tables((95, 115)), as_of=earlier)  # --no-history: no history table recorded
+    label = (f"offset_commits is as of 2026-11-02T00:00:00Z (run {with_history}): the newest run, as of "
+             f"2026-11-01T00:00:00Z, did not write it (--no-history)")
+    result = sql(tmp_path, "SELECT count(*) AS n FROM offset_commits")
+    assert result.exit_code == 0 and result.stderr.strip() == f"offsetlake: {label}"
+    result = sql(tmp_path, "SELECT count(*) AS n FROM committed_offsets")  # the newest run's own: no label
+    assert result.exit_code == 0 and result.stderr == ""
+    shown = CliRunner().invoke(cli, ["show", "--output", str(tmp_path)], catch_exceptions=False).stdout
+    assert f"({label})" in next(line for line in shown.splitlines() if line.startswith("offset_commits:"))
+    state = CliRunner().invoke(cli, ["describe", "--output", str(tmp_path), "--group", "g", "--state"])
+    assert "group_events is as of 2026-11-02T00:00:00Z" in state.stderr, state.stderr

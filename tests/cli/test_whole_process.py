@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -212,17 +213,6 @@ def test_an_output_that_cannot_be_created_is_one_line_before_spark(output, fragm
 
 
 def test_an_output_without_write_permission_is_one_line_before_spark(spark_home):
-    # Root may write anywhere: as root, the run is made by `nobody` (setpriv), in a folder all may read.
-    as_user = None
-    if os.geteuid() == 0:
-        as_user = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-        try:
-            usable = subprocess.run([*as_user, sys.executable, "-c", ""], capture_output=True).returncode == 0
-        except OSError:
-            usable = False
-        if not usable:
-            pytest.skip("running as root without a way to run this Python as user nobody (setpriv): "
-                        "a folder without write permission cannot be made")
     shared = Path(tempfile.mkdtemp(prefix="offsetlake-test-"))
     try:
         shared.chmod(0o755)
@@ -230,12 +220,48 @@ def test_an_output_without_write_permission_is_one_line_before_spark(spark_home)
         offsets_log().write_parquet(shared / "dump")
         locked = shared / "locked"
         locked.mkdir(mode=0o555)
-        result = offsetlake(["rebuild", "--source", f"parquet:{shared}/dump", "--output", str(locked / "tables")],
-                            home, shared, as_user=as_user, cwd=shared)
-        one_line_error(result, home, f"--output {locked}/tables: cannot write in {locked} (permission denied)")
+        with unwritable(locked) as (as_user, why):
+            result = offsetlake(["rebuild", "--source", f"parquet:{shared}/dump", "--output", str(locked / "tables")],
+                                home, shared, as_user=as_user, cwd=shared)
+        one_line_error(result, home, f"--output {locked}/tables: cannot write in {locked} ({why})")
         assert list(locked.iterdir()) == []
     finally:
         shutil.rmtree(shared)
+
+
+@contextmanager
+def unwritable(folder: Path) -> Iterator[tuple[list[str] | None, str]]:
+    """`folder` (mode 555) as a user without write permission finds it; yields the prefix that runs a command as
+    such a user (None: this process's), and why the folder cannot be written in. Root may write anywhere: as root,
+    the command is run by `nobody` (setpriv) where `nobody` can run this checkout's offsetlake (not in a clone in
+    a folder only root may enter, such as `mktemp -d` makes), else by root in a folder root cannot write in either:
+    immutable (chattr +i), or else a read-only bind mount; else the test is skipped with the reason."""
+    if os.geteuid() != 0:
+        yield None, "permission denied"
+        return
+    nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    if succeeds([*nobody, str(OFFSETLAKE), "--help"]):
+        yield nobody, "permission denied"
+        return
+    ways = ((["chattr", "+i", str(folder)], ["chattr", "-i", str(folder)], "permission denied"),
+            (["mount", "--bind", "-o", "ro", str(folder), str(folder)], ["umount", str(folder)],
+             "read-only file system"))
+    for close, reopen, why in ways:
+        if succeeds(close):
+            try:
+                yield None, why
+            finally:
+                subprocess.run(reopen, check=True)
+            return
+    pytest.skip(f"running as root: user nobody cannot run {OFFSETLAKE} (is a folder above it closed to others?), "
+                "and neither chattr +i nor a read-only bind mount can make a folder root cannot write in")
+
+
+def succeeds(command: list[str]) -> bool:
+    try:
+        return subprocess.run(command, capture_output=True, timeout=60).returncode == 0
+    except OSError:  # not installed
+        return False
 
 
 @pytest.mark.parametrize("args, fragments", [

@@ -161,3 +161,26 @@ def test_no_partition_with_end_offsets_gives_an_empty_table():
                                  (committed_table([]), no_history), (committed_table(COMMITTED_ROWS), no_history)):
         empty = consumer_lag(committed, snapshots, T, rates(), WINDOW_MS)
         assert empty.num_rows == 0 and empty.schema == arrow_schema("consumer_lag")
+
+
+def test_records_deleted_by_retention_are_lost_not_waiting():
+    """A group that fell below the log start: records_lost counts what retention deleted before it read them, and
+    lag_seconds is the age of the oldest record still there (at the log start), never of a deleted one. The log
+    start comes from the newest snapshot that has one (the newest here, as a file's often do, has none)."""
+    rows = [{"topic": "t", "partition": 0, "log_end_offset": end, "log_start_offset": start, "observed_at": T + m * MIN}
+            for m, end, start in [(-20, 0, 0), (-10, 1000, 600), (0, 3000, None)]]
+    rows += [{"topic": "t", "partition": 1, "log_end_offset": end, "log_start_offset": None, "observed_at": T + m * MIN}
+             for m, end in [(-10, 1000), (0, 3000)]]
+    snapshots = Snapshots.of(pa.Table.from_pylist(rows, schema=SCHEMA), epoch_us(T))
+    committed = committed_table([("g", 0, 100), ("h", 0, 700), ("g", 1, 2000)])
+    got = {(r["group_id"], r["partition"]): r for r in consumer_lag(committed, snapshots, T, None, WINDOW_MS).to_pylist()}
+    lost = got[("g", 0)]
+    assert (lost["lag"], lost["log_start_offset"], lost["below_log_start"], lost["records_lost"]) == (2900, 600, True, 500)
+    # The log end passed 600 (not 100) 6 minutes after -20: 14 minutes before as_of.
+    assert lost["lag_seconds"] == pytest.approx(14 * 60)
+    ahead = got[("h", 0)]
+    assert (ahead["records_lost"], ahead["below_log_start"]) == (0, False)
+    assert ahead["lag_seconds"] == pytest.approx(13 * 60)  # the log end passed 700 at -13 minutes
+    unknown = got[("g", 1)]
+    assert (unknown["log_start_offset"], unknown["below_log_start"], unknown["records_lost"]) == (None, None, None)
+    assert unknown["lag_seconds"] == pytest.approx(5 * 60)  # from offset 2000 itself

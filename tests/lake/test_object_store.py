@@ -17,6 +17,7 @@ import pytest
 from offsets_log import MINUTE, T0, OffsetsLog, member
 from runs import read_tables
 from s3_server import S3Server, free_port, no_credentials
+from takeover import paused_takeover
 
 from jobs.lake.runs import finished_runs, unreferenced_files
 from jobs.lake.storage import Location
@@ -140,6 +141,30 @@ def test_the_archive_there(s3, lake):
     assert sorted((r["partition"], r["offset"]) for r in rows) == [(0, o) for o in range(8)]
     assert read_tables(remote)["offset_commits"] == read_tables(lake["local"])["offset_commits"]
     assert unreferenced_files(remote) == [] and not [k for k in s3.keys() if "_offsetlake_staging" in k]
+
+
+def test_a_paused_run_that_lost_its_output_there_exits_1_and_readers_see_the_taker(s3, lake, tmp_path):
+    """The lock's fencing on the object store: a run paused after two table commits, past its lease, loses the
+    output to another run; resumed, it commits nothing more (its commit of the version it opened conflicts with
+    the taker's fence) and exits 1 with one line; readers see the taker's run, every version opens."""
+    tables = f"s3://{s3.bucket}/taken"
+    ends = ["--end-offsets", f"s3://{s3.bucket}/ends.txt", *s3.options]
+    dumps = {name: ["--source", f"parquet:s3://{s3.bucket}/dumps/{name}", *ends] for name in ("first", "second")}
+    assert offsetlake("rebuild", "--output", tables, *dumps["first"], env=s3.env, cwd=lake["cwd"]).returncode == 0
+    result = paused_takeover(tables, dumps["second"], dumps["first"], env=s3.env, cwd=lake["cwd"])
+    assert result["taker"].returncode == 0, result["taker"].stderr
+    status, err = result["holder"]
+    assert status == 1 and len(err.strip().splitlines()) == 1 and "taken over by run" in err, err
+    remote = Location.parse(tables, s3.storage)
+    assert len(finished_runs(remote)) == 2
+    lag = ("sql", "--format", "csv", "SELECT group_id, partition, committed_offset FROM committed_offsets ORDER BY 1, 2")
+    seen = offsetlake(lag[0], "--output", tables, *s3.options, *lag[1:], env=s3.env, cwd=lake["cwd"])
+    assert seen.stdout == "group_id,partition,committed_offset\neos,0,40\ng,0,90\ng,1,120\n", seen.stderr
+    from jobs.lake.runs import delta_table, table_folders
+
+    for path in table_folders(remote):
+        for version in range(delta_table(path).version() + 1):
+            delta_table(path, version).to_pyarrow_table()
 
 
 def bad_location(s3, tmp_path, *args: str, env: dict[str, str]) -> str:

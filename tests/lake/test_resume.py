@@ -7,6 +7,7 @@ share partition updated, a record that fails the check, and records after the fi
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from runs import read_tables
 import jobs.pipeline
 from jobs.config import RebuildConfig
 from jobs.lake.runs import snapshot
-from jobs.lake.tables import ARCHIVE, REPLAY_STATE, arrow_schema
+from jobs.lake.tables import ARCHIVE, FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.pipeline import run
 from jobs.replay.chunk import LOG_SCHEMA
 
@@ -139,6 +140,29 @@ def test_a_run_after_one_that_kept_no_group_fold_folds_every_group(inputs, tmp_p
     two = rebuild(inputs["rest"], out, end_offsets=str(inputs["ends"]))
     assert two["resumed_from_run"] == one["run_id"]
     assert_same(out, inputs["plain"])
+
+
+def test_a_group_fold_kept_with_another_layout_is_not_reused(inputs, tmp_path, monkeypatch):
+    """A fold an offsetlake with other fold fields kept (here: one this run's fold has and it lacks) would read with
+    nulls in the missing fields: the next run folds every group again."""
+    import pyarrow as pa
+
+    import jobs.sources.replay_state as replay_state
+    from jobs.lake.storage import located
+
+    out = tmp_path / "out"
+    rebuild(inputs["one"], out, as_of=FIRST_AS_OF)
+
+    def kept() -> set[str]:
+        return set(replay_state.ReplayState.open(located(out), 2 ** 62, datetime.now(timezone.utc))[0].files)
+
+    assert kept() == {REPLAY_STATE, FOLD_STATE}
+    fold = arrow_schema(FOLD_STATE)
+    group = fold.field("group")
+    wider = fold.set(fold.get_field_index("group"),
+                     group.with_type(pa.struct([*group.type, pa.field("a_later_field", pa.int32())])))
+    monkeypatch.setattr(replay_state, "arrow_schema", lambda name: wider if name == FOLD_STATE else arrow_schema(name))
+    assert kept() == {REPLAY_STATE}
 
 
 def test_a_compacted_dump_that_lost_older_records(inputs, tmp_path):

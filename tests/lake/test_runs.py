@@ -1,4 +1,4 @@
-"""Runs (jobs/runs.py), without Spark: readers see every table of the newest complete run, whatever point a
+"""Runs (jobs/lake/runs.py), without Spark: readers see every table of the newest complete run, whatever point a
 later run was stopped at; tables written before runs were recorded are read as before."""
 from __future__ import annotations
 

@@ -94,3 +94,26 @@ def test_a_timestamp_far_in_the_future_is_reported_and_kept_out_of_the_default_a
     # Asked for, it is replayed: as_of is the user's.
     asked = rebuild_tables(log, tmp_path / "asked", as_of_ms=future + DAY)
     assert 999 in [r["committed_offset"] for r in asked["committed_offsets"]]
+
+
+@pytest.mark.parametrize("archive", [False, True], ids=["dump", "archived"])
+def test_records_of_other_topics_are_counted_and_never_replayed(tmp_path, clean, archive):
+    """A dump of several topics: __transaction_state records at the offsets topic's partitions and offsets
+    (other bytes under the same numbers) are left out, counted per topic, and never archived."""
+    log = busy_log()
+    dump = tmp_path / "dump"
+    log.write_parquet(dump)
+    table = log.table()
+    foreign = table.slice(5, 30).set_column(table.column_names.index("topic"), "topic",
+                                            pa.array(["__transaction_state"] * 30))
+    foreign = foreign.set_column(foreign.column_names.index("value"), "value", pa.array([b"\x00\x01"] * 30))
+    other = table.slice(0, 2).set_column(table.column_names.index("topic"), "topic", pa.array(["orders"] * 2))
+    pq.write_table(pa.concat_tables([foreign, other]), dump / "part-1.parquet")
+    tables = rebuild_tables(log, tmp_path, archive=archive)
+    summary = tables["summary"]
+    assert summary["foreign_records"] == {"__transaction_state": 30, "orders": 2}
+    assert summary["records_read"] == table.num_rows and summary["conflicting_records"] == 0
+    assert summary["records_quarantined"] == clean[True]["summary"]["records_quarantined"]
+    assert state(tables) == state(clean[True]) and tables["offset_commits"] == clean[True]["offset_commits"]
+    if archive:
+        assert summary["records_new"] == table.num_rows

@@ -10,11 +10,12 @@ import pytest
 from offsets_log import DAY, MINUTE, T0, OffsetsLog
 
 from jobs.decode.check import MALFORMED_CONTROL_KEY, NEGATIVE_OFFSET, NO_POSITION, check
-from jobs.replay.chunk import read_chunk
-from jobs.replay.counts import moments
+from jobs.replay.chunk import newest_plausible, read_chunk
+from jobs.replay.counts import moments, total
 from jobs.replay.duplicates import CONFLICT, deduplicate, overlapping, spans
 from jobs.replay.partition import ReplaySettings, replay_partition
 from jobs.replay.records import records
+from jobs.sources.tasks import RAW_FIELDS, RecordColumns
 from jobs.replay.reduction import prefold, whole
 
 STARTED = datetime.fromtimestamp((T0 + 30 * DAY) / 1000, tz=timezone.utc)
@@ -171,6 +172,45 @@ def test_the_future_is_measured_from_the_run_start():
     early = STARTED - timedelta(days=60)  # T0 is a month after it: beyond the day of slack
     assert moments(records(log.table()), early).column("future").to_pylist() == [1]
     assert pc.sum(moments(records(log.table()), STARTED).column("future")).as_py() == 0
+
+
+BEYOND = [2**62, -(2**62), 2**63 - 1]  # epoch ms of a producer's broken clock or a corrupt batch
+
+
+@pytest.mark.parametrize("unit", ["epoch ms", "ms", "s", "us"])
+def test_a_timestamp_beyond_the_years_a_timestamp_holds_is_kept_at_their_edge(unit):
+    """Never a crash: the record stays in the future (or the past) of every as_of, and every reader can read its
+    timestamp; a null timestamp stays null."""
+    log = OffsetsLog()
+    for partition in range(5):  # a key each: none folds another away
+        log.commit("g", "t", partition, 1, T0)
+    raw = log.table()
+    per_ms = {"epoch ms": 1, "ms": 1, "s": 1 / 1000, "us": 1000}[unit]
+    stamps = pa.array([int(T0 * per_ms), *BEYOND, None], pa.int64())
+    raw = raw.set_column(raw.column_names.index("timestamp"), "timestamp",
+                         stamps if unit == "epoch ms" else stamps.cast(pa.timestamp(unit, tz="UTC")))
+    found = records(raw)
+    years = [None if t is None else t.year for t in found.column("record_timestamp").to_pylist()]
+    assert years == [2026, 9999, 1, 9999, None]
+    assert moments(found, STARTED).select(["future", "past"]).to_pylist() == [{"future": 2, "past": 1}]
+    assert newest_plausible(moments(found, STARTED)) == datetime.fromtimestamp(T0 / 1000, tz=timezone.utc)
+    chunk: dict[str, list[pa.Table]] = {}
+    for name, table in read_chunk([raw], STARTED, None, fold=True):
+        chunk.setdefault(name, []).append(table)
+    log_rows = pa.concat_tables(chunk["log"])
+    assert sorted(log_rows.filter(log_rows.column("after_as_of")).column("record_offset").to_pylist()) == [1, 3]
+    replayed = outputs(log_rows, T0 + DAY)
+    assert total(replayed["counts"])["records_after_as_of"] == 2
+    assert sorted(replayed["committed_offsets"].column("partition").to_pylist()) == [0, 2, 4]
+
+
+def test_a_source_task_keeps_a_timestamp_beyond_the_years_at_their_edge():
+    """Segments and a live cluster give epoch milliseconds up to 2**63 - 1: a task's batch holds them."""
+    columns = RecordColumns(RAW_FIELDS, "__consumer_offsets", 0)
+    for offset, at in enumerate([T0, *BEYOND]):
+        columns.add(b"k", b"v", offset, at, 0)
+    years = [t.year for t in columns.batch().column("timestamp").to_pylist()]
+    assert years == [2026, 9999, 1, 9999]
 
 
 @pytest.mark.parametrize("history", [True, False])

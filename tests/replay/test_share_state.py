@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings, strategies as st
 from offsets_log import MINUTE, T0, OffsetsLog
 
@@ -159,6 +160,19 @@ def test_undecodable_records_are_quarantined_with_the_topic_named():
     assert out["share_state"].num_rows == 1
     counts = {r["ok"]: r["count"] for r in out["share_counts"].to_pylist()}
     assert counts == {True: 1, False: 1}
+
+
+@pytest.mark.parametrize("written", [2**62, 2**63 - 1, -(2**62)])
+def test_a_snapshot_written_at_an_absurd_time_has_no_time_and_stops_nothing(written):
+    """Times beyond the years a timestamp can hold (a corrupt record) are null, as none (-1) is; the state stays."""
+    log = OffsetsLog()
+    log.share_snapshot("g", TOPIC_ID, 0, T0, start=5, written=written)
+    log.share_snapshot("g", TOPIC_ID, 1, T0, start=7)
+    rows = state_of(log)
+    assert [(r["partition"], r["start_offset"]) for r in rows] == [(0, 5), (1, 7)]
+    assert (rows[0]["create_timestamp"], rows[0]["write_timestamp"]) == (None, None)
+    at = datetime.fromtimestamp(T0 / 1000, tz=timezone.utc)
+    assert (rows[1]["create_timestamp"], rows[1]["write_timestamp"]) == (at, at)
 
 
 def test_partitions_of_the_topic_keep_their_own_keys():

@@ -69,7 +69,8 @@ def test_end_offsets_in_every_format(tmp_path, name, write):
     path = tmp_path / name
     write(path)
     got = sorted(tuple(r.values()) for r in load_end_offsets(str(path)).to_pylist())
-    assert got == [("my.topic-x", 11, 5, None), ("orders", 0, 100, None)]  # no timestamp: at as_of
+    # No timestamp: at as_of; no log start offset: unknown.
+    assert got == [("my.topic-x", 11, 5, None, None), ("orders", 0, 100, None, None)]
 
 
 SNAPSHOT_1 = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
@@ -93,8 +94,36 @@ def test_end_offsets_with_a_timestamp_hold_many_snapshots(tmp_path, name, write)
     path = tmp_path / name
     write(path)
     got = sorted(load_end_offsets(str(path)).to_pylist(), key=lambda r: (r["partition"], r["offset"]))
-    assert [tuple(r.values()) for r in got] == [("orders", 0, 100, SNAPSHOT_1), ("orders", 0, 180, SNAPSHOT_2),
-                                       ("orders", 1, 7, None)]
+    assert [tuple(r.values())[:4] for r in got] == [("orders", 0, 100, SNAPSHOT_1), ("orders", 0, 180, SNAPSHOT_2),
+                                                   ("orders", 1, 7, None)]
+
+
+@pytest.mark.parametrize("name, write", [
+    ("ends.csv", lambda p: p.write_text("topic,partition,offset,timestamp,log_start_offset\n"
+                                        "orders,0,100,2026-11-21T08:00:00Z,40\norders,1,7,,\n")),
+    ("ends.parquet", lambda p: pq.write_table(pa.table({
+        "topic": ["orders"] * 2, "partition": [0, 1], "offset": [100, 7],
+        "timestamp": pa.array([SNAPSHOT_1, None], pa.timestamp("us", tz="UTC")),
+        "log_start_offset": pa.array([40, None], pa.int64())}), p)),
+])
+def test_a_fifth_column_carries_the_log_start_offset(tmp_path, name, write):
+    path = tmp_path / name
+    write(path)
+    got = sorted(tuple(r.values()) for r in load_end_offsets(str(path)).to_pylist())
+    assert got == [("orders", 0, 100, SNAPSHOT_1, 40), ("orders", 1, 7, None, None)]
+
+
+def test_log_start_offsets_of_kafka_get_offsets_time_minus_2_join_by_moment(tmp_path):
+    ends, starts = tmp_path / "ends.txt", tmp_path / "starts.txt"
+    ends.write_text("orders:0:100:2026-11-21T08:00:00Z\norders:0:180:1795248300250\norders:1:7\n")
+    # kafka-get-offsets.sh --time -2 at the same moments; one at a moment without end offsets is not read.
+    starts.write_text("orders:0:40:2026-11-21T08:00:00Z\norders:1:3\norders:0:99:2026-11-22T00:00:00Z\n")
+    got = sorted(tuple(r.values()) for r in load_end_offsets(str(ends), None, str(starts)).to_pylist())
+    assert got == [("orders", 0, 100, SNAPSHOT_1, 40), ("orders", 0, 180, SNAPSHOT_2, None),
+                   ("orders", 1, 7, None, 3)]
+    starts.write_text("orders:x:40\n")
+    with pytest.raises(BadInput, match=re.escape(f"--log-start-offsets {starts}: expected topic:partition:offset")):
+        load_end_offsets(str(ends), None, str(starts))
 
 
 @pytest.mark.parametrize("name, content, message", [
@@ -121,6 +150,15 @@ def test_a_parquet_timestamp_must_be_a_time_or_epoch_millis(tmp_path):
         load_end_offsets(str(path))
 
 
+@pytest.mark.parametrize("unit, value", [("us", 2**62), ("ms", 2**62), ("s", -(2**52))])
+def test_an_end_offsets_timestamp_beyond_the_years_is_one_line(tmp_path, unit, value):
+    path = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"topic": ["t"], "partition": [0], "offset": [5],
+                             "timestamp": pa.array([value], pa.timestamp(unit, tz="UTC"))}), path)
+    with pytest.raises(BadInput, match=f"--end-offsets {path}: a timestamp out of range"):
+        load_end_offsets(str(path))
+
+
 def test_end_offsets_errors(tmp_path):
     with pytest.raises(BadInput, match="no such file"):
         load_end_offsets(str(tmp_path / "nope.txt"))
@@ -130,6 +168,9 @@ def test_end_offsets_errors(tmp_path):
         load_end_offsets(str(csv))
     csv.write_text("topic,partition,offset\norders,zero,5\n")
     with pytest.raises(BadInput, match="no valid topic, partition and offset"):
+        load_end_offsets(str(csv))
+    csv.write_text("topic,partition,offset,timestamp,log_start_offset\norders,0,5,,first\n")
+    with pytest.raises(BadInput, match="line 2 has no valid log_start_offset 'first'"):
         load_end_offsets(str(csv))
 
 

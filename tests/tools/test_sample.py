@@ -15,7 +15,7 @@ from jobs.cli import cli
 from jobs.decode.check import group_id_of
 from jobs.tools.sample import write_sample
 from jobs.lake.tables import TABLES
-from offsets_codec import decode_key, decode_value, partition_for
+from offsets_codec import SHARE_STATE, decode_key, decode_value, partition_for
 from offsets_codec.segments import control_marker
 
 
@@ -34,12 +34,14 @@ def test_sample_is_deterministic_and_consistent(sample, tmp_path):
     assert first == pq.read_table(tmp_path / "dump").to_pydict()
     assert 15_000 <= stats["records"] <= 30_000
     per_partition = {}
-    for p, o in zip(first["partition"], first["offset"]):
-        assert o == per_partition.get(p, -1) + 1  # offsets are dense per coordinator partition
-        per_partition[p] = o
-    for key, p, control in zip(first["key"][:500], first["partition"][:500], first["is_control"][:500]):
-        if not control:  # groups live in their Kafka partition (a marker goes where the transaction's commits went)
-            assert p == partition_for(group_id_of(decode_key(key).data), 50)
+    for t, p, o in zip(first["topic"], first["partition"], first["offset"]):
+        assert o == per_partition.get((t, p), -1) + 1  # offsets are dense per partition of each topic
+        per_partition[(t, p)] = o
+    assert {t for t, _ in per_partition} == {"__consumer_offsets", "__share_group_state"}
+    for key, t, p, control in zip(first["key"][:500], first["topic"][:500], first["partition"][:500],
+                                  first["is_control"][:500]):
+        if not control and t == "__consumer_offsets":  # groups live in their Kafka partition (a marker goes where
+            assert p == partition_for(group_id_of(decode_key(key).data), 50)  # the transaction's commits went)
 
 
 def test_sample_has_what_the_issue_asks_for(sample):
@@ -47,8 +49,12 @@ def test_sample_has_what_the_issue_asks_for(sample):
     table = pq.read_table(base / "dump").to_pydict()
     kinds = Counter()
     open_commits: dict[tuple[int, int], int] = {}  # (coordinator partition, producer): commits since its marker
-    for key, value, partition, producer, control in zip(table["key"], table["value"], table["partition"],
-                                                       table["producer_id"], table["is_control"]):
+    for key, value, topic, partition, producer, control in zip(table["key"], table["value"], table["topic"],
+                                                              table["partition"], table["producer_id"],
+                                                              table["is_control"]):
+        if topic == "__share_group_state":  # the share coordinator's own records (its registry)
+            kinds[f"share-state-{SHARE_STATE.decode_key(key).record_type}"] += 1
+            continue
         if control:
             kinds[f"marker-{control_marker(key)}"] += 1
             open_commits.pop((partition, producer), None)
@@ -71,7 +77,7 @@ def test_sample_has_what_the_issue_asks_for(sample):
     assert kinds["damaged"] == 2
     for kind in ("type1-v1", "type1-v3", "type1-v4", "tombstone-1", "tombstone-2", "protocol-consumer-members",
                  "protocol-consumer-empty", "protocol-connect-members", "transactional", "marker-COMMIT",
-                 "marker-ABORT"):
+                 "marker-ABORT", "share-state-0", "share-state-1"):
         assert kinds[kind] > 0, (kind, kinds)
     assert kinds["marker-COMMIT"] > 10 * kinds["marker-ABORT"]  # aborts are the exception
     assert len(open_commits) == 1  # one transaction is still open at the end
@@ -107,7 +113,8 @@ def test_the_demos_log_dir_rebuilds_into_the_same_tables(demo):
     same tables (transactions included), and `decode` reads the same records and markers from both."""
     base, _ = demo
     result = CliRunner().invoke(cli, ["rebuild", "--source", f"segments:{base / 'kafka-logs'}", "--output",
-                                      str(base / "from-segments"), "--end-offsets", str(base / "end-offsets.txt")],
+                                      str(base / "from-segments"), "--end-offsets", str(base / "end-offsets.txt"),
+                                      "--log-start-offsets", str(base / "log-start-offsets.txt")],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     for table in TABLES:
