@@ -86,3 +86,57 @@ def test_random_logs_cut_anywhere_give_every_table_of_one_rebuild(tmp_path_facto
     plain = read_tables(base / "plain")
     assert summaries[-1]["offset_commits"] == len(plain["offset_commits"])
     assert summaries[-1]["group_events"] == len(plain["group_events"])
+
+
+def a_log() -> OffsetsLog:
+    log = OffsetsLog()
+    for i in range(6):
+        log.commit("g", "orders", i % 2, 10 * i, T0 + i * MINUTE, coordinator=i % 2)
+    log.group("g", T0 + 6 * MINUTE, members=[], coordinator=0)
+    for i in range(6, 10):
+        log.commit("g", "orders", i % 2, 10 * i, T0 + i * MINUTE, coordinator=i % 2)
+    return log
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("missed", "new records lie among those the previous run replayed"),
+    ("wider", "the status or rate window is wider than the previous run kept"),
+    ("earlier", "as_of is before the previous run's"),
+    ("no_history", "the newest complete run kept no history state"),
+])
+def test_a_run_that_cannot_append_replays_the_archive_and_says_why(tmp_path, case, reason):
+    """What the previous run wrote must stay as it is: a record it missed (a dump without it, given later), a wider
+    window than it kept, an earlier as_of, or no history state make the run replay the archive whole, with the
+    tables of one rebuild."""
+    log = a_log()
+    first, second = log.rows[:8], log.rows[8:]
+    if case == "missed":  # the first dump lacks one of its records; the second brings it
+        first, second = first[:3] + first[4:], [first[3], *second]
+    out, moment = tmp_path / "out", str(T0 + 20 * MINUTE)
+    options = {"status_window": 3} if case == "wider" else {}
+    one = rebuild(write_dump(first, tmp_path / "one"), out, str(T0 + 60 * MINUTE) if case == "earlier" else moment,
+                  **options, **({"no_history": True} if case == "no_history" else {}))
+    at = moment  # after every record: before the first run's only in case "earlier"
+    two = rebuild(write_dump(second, tmp_path / "two"), out, at)
+    assert (two["resumed_from_run"], two["whole_replay_reason"]) == (None, reason), one["run_id"]
+    rebuild(write_dump(log.rows, tmp_path / "union"), tmp_path / "plain", at, archive=False)
+    assert compared(out) == compared(tmp_path / "plain")
+
+
+def test_a_transactional_commit_gets_its_row_in_the_run_its_marker_comes_in(tmp_path):
+    log = OffsetsLog()
+    log.commit("g", "orders", 0, 5, T0, coordinator=0)
+    log.commit("tx", "orders", 0, 7, T0 + MINUTE, coordinator=0, producer_id=9)
+    first = len(log.rows)
+    log.commit("g", "orders", 0, 6, T0 + 2 * MINUTE, coordinator=0)
+    log.marker(9, "COMMIT", T0 + 3 * MINUTE, coordinator=0)
+    out = tmp_path / "out"
+    one = rebuild(write_dump(log.rows[:first], tmp_path / "one"), out, None)
+    assert [r["group_id"] for r in read_tables(out)["offset_commits"]] == ["g"]
+    two = rebuild(write_dump(log.rows[first:], tmp_path / "two"), out, None)
+    assert two["resumed_from_run"] == one["run_id"] and two["offset_commits"] == 3
+    rows = {(r["group_id"], r["committed_offset"]): r for r in read_tables(out)["offset_commits"]}
+    assert (rows[("tx", 7)]["record_offset"], rows[("tx", 7)]["source_record_offset"]) == (3, 1)
+    assert rows[("g", 6)]["previous_offset"] == 5 and rows[("g", 6)]["earlier_records"] == 1
+    rebuild(write_dump(log.rows, tmp_path / "union"), tmp_path / "plain", None, archive=False)
+    assert compared(out) == compared(tmp_path / "plain")
