@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from jobs.lake.tables import arrow_schema
 from jobs.replay.groups import CLASSIC, of_kind
-from jobs.replay.partition import timestamps_ms
+from jobs.replay.contract import timestamps_ms
 
 MEMBER_TABLES = ("group_members", "group_target_assignments", "streams_topologies")
 # Member state names by family and code (modern/MemberState.java, streams/MemberState.java).

@@ -17,8 +17,9 @@ coordinator partition (a group lives in exactly one, spec §9). The fold follows
 Every group-level change (a classic group's type-2 record, a modern group's epoch, members joining and
 leaving, a family change) is also emitted as a group event, with the state after it; so is the type-2
 tombstone of a group that held only offsets (a simple group, or one whose offsets were expired). Offsets are not
-replayed here (jobs.replay.offsets); a group id with offsets and no holder is a simple group
-(jobs.replay.partition).
+replayed here (jobs.replay.offsets), but which groups exist is decided here alone: a group id with offsets and no
+holder is a simple group (`existing_groups`), and retention's cleanup deletes Empty groups left with no offsets
+(`remaining_groups`).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ import pyarrow.compute as pc
 
 from jobs.decode.columns import group_metadata_columns, modern_columns
 from jobs.lake.tables import FOLD_STATE, arrow_schema
+from jobs.replay.records import mask
 from offsets_codec import REGISTRY, decode_value
 
 CLASSIC = "classic"
@@ -447,6 +449,74 @@ class PartitionReplay:
                         "event_offset": slot.event_offset}
 
 
+def existing_groups(held: pa.Table, identity: pa.Table, committed: pa.Table, pending: pa.Table) -> pa.Table:
+    """The partitions' groups: those a family holds (`replay_groups`'), and the simple groups, made by offsets of an id
+    no family holds (state Empty, generation 0, no protocol type). When the newest record that removed an id's
+    group (a type-2 or modern group tombstone) came after every commit, its offsets are orphans the pre-4.0
+    coordinator loaded as a simple group (`is_orphan`). Open transactional commits count too: their replay
+    created the group, and they keep it (spec §8.4)."""
+    fields = FOLD_SCHEMA.field("group").type
+    group_rows = [{"coordinator_partition": p, "group_id": g, **row, "is_orphan": False} for p, g, row in
+                  zip(*(held.column(c).to_pylist() for c in ("coordinator_partition", "group_id", "group")))]
+    holders = {g: (i["holder"], i["newest_identity_offset"]) for g, i in
+               zip(identity.column("group_id").to_pylist(), identity.column("identity").to_pylist())}
+    columns = ["coordinator_partition", "group_id", "record_offset"]
+    commits = pa.concat_tables([committed.select(columns), pending.select(columns)]).group_by(
+        columns[:2], use_threads=False).aggregate([("record_offset", "max")])
+    for partition, g, newest in zip(*(commits.column(c).to_pylist() for c in commits.column_names)):
+        holder, newest_identity = holders.get(g, (None, None))
+        if holder is not None:
+            continue
+        group_rows.append({
+            "coordinator_partition": partition, "group_id": g, **{f.name: None for f in fields}, "group_type": CLASSIC,
+            "state": "Empty", "generation": 0, "member_count": 0, "subscribed_topics": [],
+            "is_orphan": newest_identity is not None and newest_identity > newest})
+    schema = pa.schema([("coordinator_partition", pa.int32()), ("group_id", pa.string()), *fields,
+                        ("is_orphan", pa.bool_())])
+    return pa.Table.from_pylist(group_rows, schema=schema)
+
+
+def remaining_groups(groups: pa.Table, live: pa.Table, pending: pa.Table) -> pa.Table:
+    """The `groups` (`existing_groups`) that still exist once expiry has run, with offset_count (their `live`
+    offsets): the cleanup deletes an Empty group left with no offsets and no open transaction (spec §8.4;
+    `pending`: the open transactional commits), but never a share group."""
+    counts = pc.value_counts(live.column("group_id")).flatten() if live.num_rows else \
+        [pa.array([], pa.string()), pa.array([], pa.int64())]
+    at = pc.index_in(groups.column("group_id"), value_set=counts[0])
+    offset_count = pc.fill_null(pc.take(counts[1], at), 0).cast(pa.int32())
+    with_counts = groups.append_column("offset_count", offset_count)
+    open_groups = set(pending.column("group_id").to_pylist())
+    deletable = (mask(pc.equal(groups.column("state"), "Empty")) & (offset_count.to_numpy() == 0)
+                 & ~mask(pc.equal(groups.column("group_type"), "share"))
+                 & ~np.array([g in open_groups for g in groups.column("group_id").to_pylist()], bool))
+    return with_counts.filter(pa.array(~deletable))
+
+
+def group_activity(winners: pa.Table, others: pa.Table) -> pa.Table:
+    """Per group id, the offset and timestamp of the newest record about the group, metadata or offsets
+    (group_id, record_offset, record_timestamp): a group's newest offset record is the newest record of one of its
+    keys, so the keys' winners stand in for its offset records; `others`: the valid records of the other types."""
+    place = ["coordinator_partition", "record_offset"]
+    columns = [*place, "group_id", "record_timestamp"]
+    rows = pa.concat_tables([winners.select(columns), others.select(columns).cast(winners.select(columns).schema)])
+    rows = rows.filter(pc.is_valid(rows.column("group_id")))
+    newest = rows.group_by(["coordinator_partition", "group_id"], use_threads=False).aggregate(
+        [("record_offset", "max")])
+    # Offsets are unique in a coordinator partition: the newest offset names one record.
+    return rows.join(newest.select(["coordinator_partition", "record_offset_max"]).rename_columns(place), place,
+                     join_type="inner", use_threads=False)
+
+
+def member_level(fold: pa.Table, existing: pa.Table) -> pa.Table:
+    """The group replay's rows the member-level tables are named from: every member (a group expiry deletes is Empty, so
+    has none), the topic names, and the target assignments and topologies of the groups that exist."""
+    kind = fold.column("kind")
+    keep = pc.is_in(kind, value_set=pa.array(["member", "topic_name"]))
+    kept_groups = pc.is_in(fold.column("group_id"), value_set=existing.column("group_id"))
+    of_existing = pc.and_(pc.is_in(kind, value_set=pa.array(["target", "topology"])), kept_groups)
+    return fold.filter(pc.or_(keep, of_existing))
+
+
 _TICKS_PER_MS = {"ms": 1, "us": 1000, "ns": 1_000_000}
 
 
@@ -455,7 +525,7 @@ def _epoch_ms(column: pa.ChunkedArray) -> list[int | None]:
     return [None if t is None else t // per_ms for t in column.cast(pa.int64()).to_pylist()]
 
 
-def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.Table | None = None,
+def replay_groups(records: pa.Table, events: bool = True, offset_records: pa.Table | None = None,
                      quiet_through: dict[int, int] | None = None, last_events: pa.Table | None = None) -> pa.Table:
     """The fold over coordinator partitions' valid group records up to as_of (columns coordinator_partition,
     record_offset, record_timestamp, record_type, group_id, key, value), partition by partition, as FOLD_SCHEMA

@@ -37,6 +37,7 @@ from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_sche
 from jobs.replay.chunk import LOG_SCHEMA
 from jobs.replay.counts import moments
 from jobs.replay.duplicates import CONFLICT
+from jobs.replay.groups import FOLD_SCHEMA, of_kind, replay_groups
 from jobs.replay.history import STATE_SCHEMA
 from jobs.replay.records import RECORD_SCHEMA, TIMESTAMP, mask, numbers
 from jobs.replay.transactions import transactional
@@ -192,6 +193,23 @@ def history_counts(state: pa.Table) -> dict[str, int]:
     """The rows of each COUNTED table, from a run's HISTORY_STATE rows (kind, rows)."""
     return {kind: int(pc.sum(state.filter(pc.equal(state.column("kind"), kind)).column("rows")).as_py() or 0)
             for kind in COUNTED}
+
+
+def replay_changed_groups(group_records: pa.Table, earlier: pa.Table | None, events: bool,
+                          placed: pa.Table | None, replayed_through: dict[int, int] | None
+                          ) -> tuple[pa.Table, pa.Table]:
+    """(the group replay's rows, FOLD_STATE rows for the next run) of coordinator partitions' group records, for a
+    run that keeps its log: the groups whose records are those of the `earlier` run's FOLD_STATE rows (or None)
+    keep their rows; the others are replayed again (jobs.replay.groups.replay_groups, with `events`, `placed`
+    and `replayed_through`, from each group's last event the earlier run left)."""
+    prints = fingerprints(group_records)
+    reused = reusable(earlier, prints) if earlier is not None else FOLD_SCHEMA.empty_table()
+    again = pc.invert(pc.is_in(group_records.column("group_id"), value_set=pc.unique(reused.column("group_id"))))
+    last_events = of_kind(earlier, "last_event") if earlier is not None and events else None
+    rows = pa.concat_tables([replay_groups(group_records.filter(again), events, placed, replayed_through, last_events),
+                             reused.select(FOLD_SCHEMA.names).cast(FOLD_SCHEMA)])
+    kept = rows.filter(pc.not_equal(rows.column("kind"), "event"))  # events are the history's, never state
+    return rows, fold_state(kept, prints)
 
 
 def fold_state(fold: pa.Table, prints: pa.Table) -> pa.Table:
