@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.lake.tables import arrow_schema
-from jobs.replay.groups import FOLD_SCHEMA
+from jobs.replay.groups import GROUP_ROWS_SCHEMA
 from jobs.replay.records import MAX_MS, MIN_MS, TIMESTAMP, mask, numbers
 
 VIOLATION_SCHEMA = pa.schema([("group_id", pa.string()), ("reason", pa.string())])
@@ -61,7 +61,7 @@ def group_events(events: pa.Table) -> pa.Table:
     schema = arrow_schema("group_events")
     fields = events.column("event").combine_chunks() if events.num_rows else None
     columns = {"group_id": events.column("group_id"), "coordinator_partition": events.column("coordinator_partition")}
-    for f in FOLD_SCHEMA.field("event").type:
+    for f in GROUP_ROWS_SCHEMA.field("event").type:
         columns[f.name] = pc.struct_field(fields, f.name) if fields is not None else pa.nulls(0, f.type)
     columns["event_timestamp"] = timestamps_ms(columns["event_timestamp_ms"])
     return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)

@@ -1,11 +1,11 @@
 """The replay of coordinator partitions, as the broker's load of each: every rule of jobs.replay in order.
 
 Like GroupCoordinatorShard.replay, it hands each record to one place: offset records to the offsets (and, with
-the history, to offset_commits), group records to the group fold, markers to the transactions; then retention
+the history, to offset_commits), group records to the group replay, markers to the transactions; then retention
 is applied at as_of. Its input is the partitions' checked rows, whole or reduced (jobs.replay.reduction), in any
 order; its outputs are named tables (OUTPUTS), which a runner writes where the run keeps them. The rules key
 records by partition and offset, and groups by id: several partitions are replayed at once when no group id is
-in two of them (`together`), which is how Kafka places groups.
+in two of them (`partition_sets`), which is how Kafka places groups.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from jobs.replay.contract import VIOLATION_SCHEMA
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.expiry import apply_expiry
-from jobs.replay.groups import (FOLD_SCHEMA, GROUP_TYPES, existing_groups, group_activity, member_level, of_kind,
+from jobs.replay.groups import (GROUP_ROWS_SCHEMA, GROUP_TYPES, existing_groups, group_activity, member_level, of_kind,
                                 remaining_groups, replay_groups)
 from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, commit_state,
                                  commit_windows, consume_rates, offset_commits)
@@ -64,7 +64,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 OUTPUTS: dict[str, pa.Schema] = {
     **{t: arrow_schema(t) for t in ("committed_offsets", "expired_offsets", "consumer_groups",
                                     "pending_transactions", "quarantine", "offset_commits", "group_events")},
-    "fold": FOLD_SCHEMA,  # members, target assignments, topologies and topic names, for jobs.derive.members
+    "fold": GROUP_ROWS_SCHEMA,  # members, target assignments, topologies and topic names, for jobs.derive.members
     "offset_topics": pa.schema([("topic_id", pa.string()), ("topic", pa.string())]),
     "commit_windows": COMMIT_WINDOW_SCHEMA,
     "consume_rates": CONSUME_RATE_SCHEMA,
@@ -78,7 +78,7 @@ OUTPUTS: dict[str, pa.Schema] = {
 NON_OFFSET_TYPES = [t for t in REGISTRY if t not in OFFSET_COMMIT_TYPES]
 
 
-def together(inputs: dict[str, pa.Table], keyed: Iterable[str]) -> Iterator[dict[str, pa.Table]]:
+def partition_sets(inputs: dict[str, pa.Table], keyed: Iterable[str]) -> Iterator[dict[str, pa.Table]]:
     """`inputs` (tables with coordinator_partition) cut into the sets of coordinator partitions that the replay
     (or the derivation) takes at once: its rules key a group by its id, so the partitions that share a group id
     in the `keyed` inputs go one at a time, and the others all together. In Kafka a group id is in one partition
@@ -104,12 +104,12 @@ def together(inputs: dict[str, pa.Table], keyed: Iterable[str]) -> Iterator[dict
                for name, t in inputs.items()}
 
 
-def replay_partition(rows: pa.Table, settings: ReplaySettings, folded: pa.Table | None = None,
+def replay_partition(rows: pa.Table, settings: ReplaySettings, kept_groups: pa.Table | None = None,
                      tail: pa.Table | None = None) -> Iterator[tuple[str, pa.Table]]:
     """(output name, table) for coordinator partitions' checked rows (with jobs.replay.reduction's fields), as the
-    replay of each alone gives them, when no group id is in two of them (`together`); `folded`: the group fold an
-    earlier run kept of the partitions (FOLD_STATE rows), `tail`: its history state (HISTORY_STATE rows), when
-    the rows are that run's replay state and the new records (jobs.replay.resume)."""
+    replay of each alone gives them, when no group id is in two of them (`partition_sets`); `kept_groups`: the
+    group replay's rows an earlier run kept of the partitions (FOLD_STATE rows), `tail`: its history state
+    (HISTORY_STATE rows), when the rows are that run's replay state and the new records (jobs.replay.resume)."""
     rows, duplicates, conflicts = deduplicate(rows)
     yield "duplicates", pa.table({"duplicates": [duplicates], "conflicts": [conflicts]}, schema=DUPLICATE_SCHEMA)
     unfolded = rows if settings.keep_log else None
@@ -122,7 +122,7 @@ def replay_partition(rows: pa.Table, settings: ReplaySettings, folded: pa.Table 
         yield "quarantine", contract.quarantine(rows.filter(pa.array(failed)))
     valid = _valid(rows, settings)
     if valid.any():
-        yield from _replay(rows, valid, settings, folded, unfolded, tail)
+        yield from _replay(rows, valid, settings, kept_groups, unfolded, tail)
 
 
 def _valid(rows: pa.Table, settings: ReplaySettings) -> np.ndarray:
@@ -147,7 +147,7 @@ def _markers(rows: pa.Table, valid: np.ndarray) -> pa.Table:
     return markers(rows.filter(pa.array(valid & mask(rows.column("is_control")))))
 
 
-def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded: pa.Table | None,
+def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_groups: pa.Table | None,
             unfolded: pa.Table | None, tail: pa.Table | None) -> Iterator[tuple[str, pa.Table]]:
     """The replay of `rows`' `valid` records: each kind of record taken from `rows` once, to where it goes; the
     history's from `unfolded`, the rows before a run that keeps its log folded them (jobs.replay.resume): a resumed
@@ -167,16 +167,14 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded:
     # of its key the same replay placed (the state's are folded apart from the new ones).
     placed = history_records.select(["coordinator_partition", "group_id", "record_offset"])
     if settings.keep_log:  # kept for the next run, which replays only the groups with new records again
-        group_rows, kept = replay_changed_groups(group_records, folded, settings.history,
+        group_rows, kept = replay_changed_groups(group_records, kept_groups, settings.history,
                                                  placed if settings.history else None, settings.replayed_through)
         yield FOLD_STATE, kept
     else:
         group_rows = replay_groups(group_records, settings.history, placed)
 
-    def of(kind: str) -> pa.Table:
-        return of_kind(group_rows, kind)
-
-    groups = existing_groups(of("group"), of("identity"), offsets.committed, offsets.pending)
+    groups = existing_groups(of_kind(group_rows, "group"), of_kind(group_rows, "identity"), offsets.committed,
+                             offsets.pending)
     expiry = apply_expiry(offsets.committed, groups, offsets.pending, settings.as_of_ms, settings.retention_ms)
     groups = remaining_groups(groups, expiry.live, offsets.pending)
     as_of = pa.scalar(settings.as_of, TIMESTAMP)
@@ -189,11 +187,11 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, folded:
     yield "fold", member_level(group_rows, existing)
     topics = offsets.committed.filter(pc.is_valid(offsets.committed.column("topic_id")))
     yield "offset_topics", topics.select(["topic_id", "topic"])
-    violations = of("violation")
+    violations = of_kind(group_rows, "violation")
     if violations.num_rows:
         yield "violations", contract.violations(violations)
     if settings.history:
-        events = contract.group_events(of("event"))
+        events = contract.group_events(of_kind(group_rows, "event"))
         yield "group_events", events
         if unfolded is not None:  # the history's records are not the state's
             whole = unreplayed(unfolded, settings.replayed_through)

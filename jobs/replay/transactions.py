@@ -3,7 +3,7 @@
 The broker keeps a transactional commit pending per producer until that producer's next marker in the same
 coordinator partition (OffsetMetadataManager.replayEndTransactionMarker): COMMIT applies it, where the marker is
 and unless the committed offset there was written by a newer record; ABORT drops it. So once each commit knows
-its next marker (`next_markers`), the replay needs no ordered fold: the state and the history place each commit
+its next marker (`next_markers`), the replay needs no in-order pass: the state and the history place each commit
 by its fate (`applied`).
 """
 from __future__ import annotations
