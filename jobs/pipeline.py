@@ -35,7 +35,7 @@ from jobs.lake.tables import (ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STAT
 from jobs.lake.upkeep import upkeep
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk, without_foreign
 from jobs.replay.duplicates import overlapping
-from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition, together
+from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, partition_sets, replay_partition
 from jobs.replay.resume import COUNTED as HISTORY_APPENDS, from_state
 from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS, replay_share_state
 from jobs.sources.archive import (OUTPUTS as ARCHIVE_OUTPUTS, Archive, archive_chunk, merged, offset_ranges,
@@ -318,7 +318,7 @@ def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings, cutoff
     for name in (FOLD_STATE, HISTORY_STATE):
         if name in inputs:
             logs[name] = inputs[name]
-    for part in together(logs, keyed=["log", *([HISTORY_STATE] if HISTORY_STATE in logs else [])]):
+    for part in partition_sets(logs, keyed=["log", *([HISTORY_STATE] if HISTORY_STATE in logs else [])]):
         if part["log"].num_rows:
             yield from replay_partition(part["log"], settings, part.get(FOLD_STATE), part.get(HISTORY_STATE))
         if part["share_log"].num_rows:
@@ -326,7 +326,7 @@ def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings, cutoff
 
 
 def _derive_kernel(inputs: dict[str, pa.Table], settings: DeriveSettings) -> Iterator[tuple[str, pa.Table]]:
-    for part in together(inputs, keyed=["committed_offsets", "fold", "commit_windows", "consume_rates"]):
+    for part in partition_sets(inputs, keyed=["committed_offsets", "fold", "commit_windows", "consume_rates"]):
         yield from derive_partition(part, settings)
 
 
