@@ -108,3 +108,39 @@ def test_split_days_cuts_each_partition_into_slices_by_offset(tmp_path):
     # Partition 0: 7 records, slices of round(1.75) = 2; partition 1: 2 records, a slice of at least one.
     assert (placed(tmp_path / "older"), placed(days[0]), placed(days[1])) == (
         [(0, 0), (0, 1), (0, 2)], [(0, 3), (0, 4), (1, 0)], [(0, 5), (0, 6), (1, 1)])
+
+
+def test_tables_are_compared_a_coordinator_partition_at_a_time(monkeypatch):
+    """_differ reads a table with a coordinator partition one partition at a time (a 100M-record output's
+    offset_commits twice would not fit in memory), and still finds one changed row, a missing row, or a table
+    only one output has."""
+    import pyarrow.dataset as pads
+
+    def rows(changed=None, drop=False):
+        values = {"coordinator_partition": pa.array([0, 0, 1, 1, None, 2], pa.int32()), "offset": [1, 2, 3, 4, 5, 6]}
+        table = pa.table(values)
+        if changed is not None:
+            table = table.set_column(1, "offset", pa.array([changed if o == 4 else o for o in values["offset"]]))
+        return table.slice(0, 5) if drop else table
+
+    plain = pa.table({"x": [1, 2]})
+    outputs = {"same": {"t": rows(), "plain": plain}, "other": {"t": rows(), "plain": pa.table({"x": [2, 1]})},
+               "changed": {"t": rows(changed=40), "plain": plain}, "dropped": {"t": rows(drop=True), "plain": plain},
+               "none": {}}
+
+    class Snapshot:
+        def __init__(self, output, names):
+            self.tables = outputs[str(output)]
+            self.versions = {name: 0 for name in names if name in self.tables}
+
+        def open(self, name):
+            table = self.tables[name]
+            return type("T", (), {"to_pyarrow_dataset": lambda _self: pads.dataset(table)})()
+
+    import jobs.lake.runs
+
+    monkeypatch.setattr(jobs.lake.runs, "snapshot", Snapshot)
+    assert bench._differ(Path("same"), Path("other"), ("t", "plain")) == []
+    assert bench._differ(Path("same"), Path("changed"), ("t", "plain")) == ["t"]
+    assert bench._differ(Path("same"), Path("dropped"), ("t",)) == ["t"]
+    assert bench._differ(Path("same"), Path("none"), ("t", "plain")) == ["t", "plain"]
