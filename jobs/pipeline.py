@@ -15,8 +15,9 @@ from typing import Any, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.errors import LockLost
+from jobs.base.tables import ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, REPLAY_STATE, TABLES, arrow_schema
 from jobs.config import RebuildConfig
-from jobs.errors import LockLost
 from jobs.derive.end_offsets import Snapshots, added_history, history_rows, merge_history
 from jobs.derive.members import topic_names
 from jobs.derive.stage import INPUTS as DERIVE_INPUTS, OUTPUTS as DERIVE_OUTPUTS, DeriveSettings, derive_partition
@@ -26,7 +27,6 @@ from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot
 from jobs.lake.sink import TableSink
-from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, REPLAY_STATE, TABLES, arrow_schema
 from jobs.lake.upkeep import upkeep
 from jobs.replay.chunk import (OUTPUTS as CHUNK_OUTPUTS, cutoff_us, foreign_records, newest_plausible, read_chunk,
                                without_foreign)
@@ -37,8 +37,8 @@ from jobs.replay.resume import COUNTED as HISTORY_APPENDS, from_state, history_c
 from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS, replay_share_state
 from jobs.sources.archive import (OUTPUTS as ARCHIVE_OUTPUTS, Archive, archive_chunk, merged, offset_ranges,
                                   unique)
-from jobs.sources.end_offsets import is_live, live_cluster, load_end_offsets
 from jobs.sources import check_inputs
+from jobs.sources.end_offsets import is_live, live_cluster, load_end_offsets
 from jobs.sources.plan import plan_source
 from jobs.sources.replay_state import ReplayState
 from jobs.sources.topic_ids import read_topic_ids

@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import TIMESTAMP, arrow_schema
+from jobs.base.arrow import TIMESTAMP
+from jobs.base.tables import arrow_schema
 
 SCHEMA = arrow_schema("end_offsets_history")
 TOPIC_PARTITION = ["topic", "partition"]

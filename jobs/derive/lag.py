@@ -9,8 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import TIMESTAMP
+from jobs.base.tables import arrow_schema
 from jobs.derive.end_offsets import Snapshots, epoch_us, known, numbers
-from jobs.lake.tables import TIMESTAMP, arrow_schema
 
 # 15 minutes: 180 commits at the Java consumer's default auto.commit.interval.ms (5 s), so a rate is an average
 # over many commits rather than the last two; three end-offset snapshots when rebuilds run every 5 minutes

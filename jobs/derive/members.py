@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import arrow_schema
+from jobs.base.tables import arrow_schema
 from jobs.replay.groups import CLASSIC, of_kind
 from jobs.replay.partition import timestamps_ms
 

@@ -18,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import TIMESTAMP
+from jobs.base.tables import arrow_schema
 from jobs.derive.end_offsets import Snapshots, epoch_us, known, numbers, ranges
-from jobs.lake.tables import TIMESTAMP, arrow_schema
 
 STATUS_WINDOW = 10  # Burrow's storage `intervals` default: commits kept per partition
 ALLOWED_LAG = 0  # Burrow's evaluator `allowed-lag` default: a lag at or below it counts as none

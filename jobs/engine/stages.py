@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from jobs.base.arrow import numbers
+from jobs.base.hive import NULL_PARTITION, data_files
+from jobs.base.storage import Location, close_parquet
+from jobs.base.tables import STAGED_TABLES, conform, partition_columns
 from jobs.kill_points import kill_point
-from jobs.lake.hive import NULL_PARTITION, data_files
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
-from jobs.lake.storage import Location, close_parquet
-from jobs.lake.tables import STAGED_TABLES, conform, partition_columns
-from jobs.replay.records import numbers
 
 NULL_GROUP = 0  # the group of records without a coordinator partition (all quarantined)
 STATE = "_state"

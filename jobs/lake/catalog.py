@@ -30,12 +30,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from jobs.errors import BadInput
-from jobs.lake.storage import Location, located
+from jobs.base.errors import BadInput
+from jobs.base.storage import Location, located
 
 log = logging.getLogger("offsetlake")
 OWNER_PROPERTY = "offsetlake.output"
@@ -69,6 +70,22 @@ def local_catalog_settings(folder: Path) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class LocalCatalog:
+    """Spark's Hive catalog in an embedded Derby database under `folder` (absolute), for a session this process
+    builds where the launcher configured no catalog or metastore (jobs.runtime.session.get_spark)."""
+
+    folder: Path
+
+    def settings(self, launcher_settings: set[str]) -> dict[str, str]:
+        return {} if metastore_configured(launcher_settings) else local_catalog_settings(self.folder)
+
+    def opened(self, spark: Any) -> None:
+        # Derby writes its log to the working folder unless told otherwise; it starts on first catalog use.
+        self.folder.mkdir(parents=True, exist_ok=True)
+        spark._jvm.java.lang.System.setProperty("derby.stream.error.file", str(self.folder / "derby.log"))  # noqa: SLF001
+
+
 def write_properties_file(folder: Path, database: str) -> Path:
     """`<folder>/spark-defaults.conf`: the settings a later session needs to open this catalog."""
     path = folder / PROPERTIES_FILE
@@ -94,8 +111,8 @@ def read_properties_file(path: Path) -> dict[str, str]:
 
 def catalog_tables() -> tuple[str, ...]:
     """Every table a rebuild may write, as paths under the output: contract tables, snapshots, _runs."""
+    from jobs.base.tables import known_tables, snapshot_tables
     from jobs.lake.runs import RUNS_TABLE
-    from jobs.lake.tables import known_tables, snapshot_tables
 
     return (*known_tables(), *snapshot_tables(), RUNS_TABLE)
 
@@ -103,8 +120,8 @@ def catalog_tables() -> tuple[str, ...]:
 def check_catalog(spark: Any, output: "Location | str", database: str, folder: Path | None) -> None:
     """Before a run changes any table: the session has a catalog that outlives it, or a local one can be made,
     and every entry the run would register is absent or offsetlake's own for this output (else BadInput)."""
+    from jobs.base.tables import query_name
     from jobs.lake.sink import delta_engine
-    from jobs.lake.tables import query_name
 
     if folder is None and spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
         raise BadInput(f"--catalog-database {database}: this Spark has no metastore, and --output {output} cannot "
@@ -122,9 +139,9 @@ def check_catalog(spark: Any, output: "Location | str", database: str, folder: P
 def register_catalog(spark: Any, output: "Location | str", database: str, folder: Path | None) -> dict[str, Any]:
     """Register every table under `output` (the newest complete run's) as `database.<name>`; returns what
     was registered, for the run summary."""
+    from jobs.base.tables import query_name
     from jobs.lake.runs import snapshot
     from jobs.lake.sink import delta_engine
-    from jobs.lake.tables import query_name
 
     output = located(output)
     implementation = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
@@ -209,7 +226,7 @@ def delta_statements(database: str, name: str, path: Location, entry: dict[str, 
 def view_statements(database: str, name: str, table: str, output: Location, version: int, delta_table: Any,
                     links: Path, files: int, entry: dict[str, str] | None) -> list[str]:
     """A view over the files linked under `links` (the table's `version`), in the table's column order."""
-    from jobs.lake.tables import contract_table
+    from jobs.base.tables import contract_table
     from jobs.runtime.spark_types import spark_schema
 
     qualified = f"`{database}`.`{name}`"

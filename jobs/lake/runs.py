@@ -26,8 +26,8 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from jobs.lake.storage import Location, located, os_cause, os_detail
-from jobs.lake.tables import utc_micros
+from jobs.base.storage import Location, located, os_cause, os_detail
+from jobs.base.tables import utc_micros
 
 RUNS_TABLE = "_runs"
 LOCK_TABLE = "_offsetlake_lock"  # jobs.lake.output_lock: not a table of the runs
@@ -197,7 +197,7 @@ def storage_failures(output: Location, run_id: str) -> Iterator[None]:
     """Run `run_id`'s failure because the storage under `output` refused its writes (STORAGE_ERRNOS, as the
     operating system or delta-rs report them) as RunFailed: one line that names the cause and says whether the
     run was recorded, where it would be an internal error's."""
-    from jobs.errors import BadInput, RunFailed
+    from jobs.base.errors import BadInput, RunFailed
 
     try:
         yield
@@ -252,7 +252,7 @@ class Snapshot:
 
 def existing_output(text: str, storage: dict[str, str] | None = None) -> Location:
     """The --output of a reading command: a folder that exists (a URI's store is asked once)."""
-    from jobs.errors import BadInput
+    from jobs.base.errors import BadInput
 
     output = Location.parse(text, storage)
     output.check_delta_path(f"--output {text}")
@@ -343,7 +343,7 @@ def committed_by(path: Location, run_id: str) -> bool:
 
 def table_folders(output: Location | str) -> list[Location]:
     """Every Delta table under `output`: the tables, the snapshot tables and _runs (not the lock)."""
-    from jobs.lake.tables import SNAPSHOTS
+    from jobs.base.tables import SNAPSHOTS
 
     output = located(output)
     return [p for p in [*output.children(), *output.child(SNAPSHOTS).children()]

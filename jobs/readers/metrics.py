@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from jobs.lake.storage import Location
+from jobs.base.storage import Location
 from jobs.readers.newest import Newest, newest
 
 READS = ("consumer_lag", "group_members", "consumer_groups", "group_status")
@@ -166,7 +166,7 @@ def write_metrics(output: Location, path: str) -> int:
     """Replace the file at `path` with the metrics, atomically (temporary file + rename); returns the samples."""
     import os
 
-    from jobs.errors import BadInput
+    from jobs.base.errors import BadInput
 
     families = metric_families(output)
     folder = os.path.dirname(os.path.abspath(path))

@@ -17,9 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.storage import Location
+from jobs.base.tables import snapshot_table
 from jobs.derive.end_offsets import Snapshots, epoch_us
-from jobs.lake.storage import Location
-from jobs.lake.tables import snapshot_table
 from jobs.readers.groups import SEVERITY, group_rows
 from jobs.readers.newest import Newest, newest
 
@@ -62,7 +62,7 @@ class Report:
 def gather(output: Location, group_ids: tuple[str, ...] = (), since: datetime | None = None) -> Report:
     """The report of the newest complete run under `output`: every group ranked, and sections for `group_ids`
     (default: the DETAILED worst)."""
-    from jobs.errors import BadInput
+    from jobs.base.errors import BadInput
 
     found = newest(output, READS)
     as_of = _utc(found.as_of)

@@ -14,8 +14,8 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.tables import arrow_schema
 from jobs.decode.check import CHECK_FIELDS, check
-from jobs.lake.tables import arrow_schema
 from jobs.replay.counts import MOMENT_SCHEMA, future_cutoff, moments
 from jobs.replay.duplicates import SPAN_SCHEMA, spans
 from jobs.replay.records import RECORD_SCHEMA, records

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.replay.records import TIMESTAMP, mask, numbers
+from jobs.base.arrow import TIMESTAMP, mask, numbers
 from offsets_codec import REGISTRY
 from offsets_codec.layout import RecordType
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.replay.records import mask, numbers
+from jobs.base.arrow import mask, numbers
 
 CONFLICT = "another record at this offset of this coordinator partition has other contents (a conflicting copy)"
 # How many copies a partition's replay dropped, and how many rows conflict (the run summary's counts).

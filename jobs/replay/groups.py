@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.tables import FOLD_STATE, arrow_schema
 from jobs.decode.columns import group_metadata_columns, modern_columns
-from jobs.lake.tables import FOLD_STATE, arrow_schema
 from offsets_codec import REGISTRY, decode_value
 
 CLASSIC = "classic"

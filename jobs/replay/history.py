@@ -18,12 +18,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import TIMESTAMP, mask, micros, numbers
+from jobs.base.tables import arrow_schema
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
-from jobs.lake.tables import arrow_schema
 from jobs.replay.offsets import offset_keys
-from jobs.replay.records import MAX_MS, MIN_MS, TIMESTAMP, mask, micros, numbers
+from jobs.replay.records import MAX_MS, MIN_MS
 from jobs.replay.transactions import fates
 from offsets_codec import decode_key
 

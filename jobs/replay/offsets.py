@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import TIMESTAMP, mask
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
-from jobs.replay.records import TIMESTAMP, mask
 from jobs.replay.transactions import fates
 from offsets_codec.wire import ZERO_UUID
 

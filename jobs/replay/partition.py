@@ -17,15 +17,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
+from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.expiry import apply_expiry
 from jobs.replay.groups import CLASSIC, FOLD_SCHEMA, GROUP_TYPES, of_kind, replay_partition as fold_groups
 from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_MS, MIN_MS, commit_state,
                                  commit_windows, consume_rates, offset_commits)
+from jobs.base.arrow import TIMESTAMP, mask, numbers
 from jobs.replay.offsets import offset_state
-from jobs.replay.records import TIMESTAMP, mask, numbers
 from jobs.replay.reduction import fold_decided
 from jobs.replay.resume import (fingerprints, fold_state, history_state, keyed_state, reusable, state_rows,
                                 unreplayed)

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.replay.records import TIMESTAMP, mask, micros, numbers
+from jobs.base.arrow import TIMESTAMP, mask, micros, numbers
 from jobs.replay.transactions import is_marker, markers, next_marker_rows, transactional
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER

@@ -33,12 +33,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
+from jobs.base.arrow import TIMESTAMP, mask, numbers
+from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.chunk import LOG_SCHEMA
 from jobs.replay.counts import moments
 from jobs.replay.duplicates import CONFLICT
 from jobs.replay.history import STATE_SCHEMA
-from jobs.replay.records import RECORD_SCHEMA, TIMESTAMP, mask, numbers
+from jobs.replay.records import RECORD_SCHEMA
 from jobs.replay.transactions import transactional
 from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER

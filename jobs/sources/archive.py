@@ -27,10 +27,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.storage import Location, write_parquet
-from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
+from jobs.base.arrow import mask, numbers
+from jobs.base.storage import Location, write_parquet
+from jobs.base.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
 from jobs.replay.duplicates import SPAN_SCHEMA, copies, spans
-from jobs.replay.records import mask, numbers, records
+from jobs.replay.records import records
 
 log = logging.getLogger("offsetlake")
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -262,7 +263,7 @@ def unique(staged: Location) -> int:
     Returns the copies removed. Runs on the driver, one partition at a time, only when some may be there."""
     import pyarrow.parquet as pq
 
-    from jobs.lake.hive import data_files
+    from jobs.base.hive import data_files
 
     by_partition: dict[str, list[Location]] = {}
     for file, values in data_files(staged):

@@ -21,9 +21,9 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Iterable
 
+from jobs.base.errors import BadInput
+from jobs.base.storage import Location, first_line
 from jobs.config import KafkaOptions, SourceSpec
-from jobs.errors import BadInput
-from jobs.lake.storage import Location, first_line
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -9,8 +9,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from jobs.base.errors import BadInput
 from jobs.config import KafkaOptions
-from jobs.errors import BadInput
 from jobs.sources.kafka_config import read_properties, redact, to_librdkafka
 
 OFFSETS_TOPIC = "__consumer_offsets"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
 
 # Settings offsetlake controls itself: a value in the file would silently change what a snapshot means.
 RESERVED = {

@@ -25,9 +25,9 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.storage import Location
-from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
-from jobs.replay.records import TIMESTAMP
+from jobs.base.arrow import TIMESTAMP
+from jobs.base.storage import Location
+from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
 from offsets_codec.registry import OFFSETS_TOPIC
 
 log = logging.getLogger("offsetlake")
@@ -152,7 +152,7 @@ def replayed(state: pa.Table, as_of: datetime | None) -> tuple[dict[int, int], d
     time after as_of: from above), and the earliest time of a checked row it left for later below that."""
     import numpy as np
 
-    from jobs.replay.records import mask, numbers
+    from jobs.base.arrow import mask, numbers
 
     rows = state.filter(pc.equal(state.column("topic"), OFFSETS_TOPIC))
     later = np.zeros(rows.num_rows, bool)

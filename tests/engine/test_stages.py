@@ -4,8 +4,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from jobs.base.storage import Location
 from jobs.engine.stages import EARLIER, Stages, earlier_files
-from jobs.lake.storage import Location
 
 SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("row", pa.int64())])
 

@@ -18,9 +18,9 @@ from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member, random_log, c
 from runs import read_tables
 
 import jobs.pipeline
+from jobs.base.tables import ARCHIVE, FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.config import RebuildConfig
 from jobs.lake.runs import snapshot
-from jobs.lake.tables import ARCHIVE, FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.pipeline import run
 from jobs.replay.chunk import LOG_SCHEMA
 
@@ -148,7 +148,7 @@ def test_a_group_fold_kept_with_another_layout_is_not_reused(inputs, tmp_path, m
     import pyarrow as pa
 
     import jobs.sources.replay_state as replay_state
-    from jobs.lake.storage import located
+    from jobs.base.storage import located
 
     out = tmp_path / "out"
     rebuild(inputs["one"], out, as_of=FIRST_AS_OF)

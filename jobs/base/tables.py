@@ -7,7 +7,8 @@ from functools import lru_cache
 
 import pyarrow as pa
 
-from jobs.config import data_dir
+from jobs.base.arrow import TIMESTAMP
+from jobs.base.data import data_dir
 
 SCHEMA_DIR = data_dir("schemas")
 TABLES = (
@@ -58,7 +59,6 @@ SNAPSHOT_TABLES = (
     "share_partition_state",
 )
 SNAPSHOT_PARTITION = "as_of"
-TIMESTAMP = pa.timestamp("us", tz="UTC")  # Delta's `timestamp`
 _PRIMITIVES = {
     "string": pa.string(), "binary": pa.binary(), "boolean": pa.bool_(), "tinyint": pa.int8(),
     "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(), "double": pa.float64(), "timestamp": TIMESTAMP,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
 
 # Schemes and what pyarrow and delta-rs call them.
 _ARROW = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "abfs": "abfs", "abfss": "abfs", "hdfs": "hdfs"}
