@@ -67,11 +67,12 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
     topic_ids = read_topic_ids(cfg.topic_ids, dict(cfg.storage)) if cfg.topic_ids else {}
     runner = choose_runner(cfg, spark)
     # Read once the lock's recovery has undone what an unfinished run appended.
-    archive = Archive.open(cfg.output, exact=cfg.source.kind == "parquet") if cfg.archive else None
+    newest_run = snapshot(cfg.output, [ARCHIVE]) if cfg.archive else None  # read back through one interface
+    archive = Archive.open(newest_run, exact=cfg.source.kind == "parquet") if newest_run is not None else None
     # The archive is kept reduced too, and the next run starts from that (jobs.replay.resume).
     keep_log = archive is not None
     cutoff = cutoff_us(started_at, cfg.as_of)
-    resumed, whole_because = ReplayState.open(cfg.output, cutoff, started_at, cfg.history,
+    resumed, whole_because = ReplayState.open(newest_run, cutoff, started_at, cfg.history,
                                               (cfg.status_window, cfg.rate_window_ms)) if keep_log else (None, None)
     plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive, read_back=resumed is None)
     chunk_outputs = {**CHUNK_OUTPUTS, **(ARCHIVE_OUTPUTS if archive is not None else {})}

@@ -225,7 +225,8 @@ def _utc(moment: datetime | None) -> datetime | None:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The tables as readers should see them: each existing table's Delta version, and the run they form."""
+    """The tables as readers should see them: each existing table's Delta version, and the run they form (an
+    EarlierRun, jobs.base.earlier, to a rebuild that reads it back)."""
 
     output: Location
     versions: dict[str, int]
@@ -242,9 +243,19 @@ class Snapshot:
         return (f"{table} is as of {_iso(run['as_of'])} (run {run['run_id']}): the newest run, as of "
                 f"{_iso(self.run['as_of'])}, did not write it (--no-history)")
 
-    def open(self, table: str) -> Any:
-        """The table at its version (a deltalake.DeltaTable); KeyError when it is not there."""
-        return delta_table(self.output.child(*table.split("/")), self.versions[table])
+    @property
+    def recorded(self) -> dict[str, int]:
+        """The tables the run recorded, with their versions (none when no run was recorded)."""
+        return {t["table"]: t["version"] for t in self.run["tables"]} if self.run else {}
+
+    def open(self, table: str, version: int | None = None) -> Any:
+        """The table at `version`, default its version here (a deltalake.DeltaTable); KeyError when it is not
+        there."""
+        return delta_table(self.path(table), self.versions[table] if version is None else version)
+
+    def files(self, table: str, version: int | None = None) -> list[tuple[Location, dict[str, str]]]:
+        """The data files of `open(table, version)`, with their partition values."""
+        return version_files(self.path(table), self.open(table, version))
 
     def path(self, table: str) -> Location:
         return self.output.child(*table.split("/"))

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.base.arrow import mask, numbers
+from jobs.base.earlier import EarlierRun
 from jobs.base.storage import Location, write_parquet
 from jobs.base.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
 from jobs.replay.duplicates import SPAN_SCHEMA, copies, spans
@@ -64,7 +65,7 @@ class Archive:
     ones, which every task carries: few where the log was read whole). Two topics are archived:
     `__consumer_offsets` and the share coordinator's `__share_group_state`."""
 
-    location: Location
+    earlier: EarlierRun  # the run it is read from
     version: int | None = None
     records: int = 0
     ranges: pa.Table = field(default_factory=RANGE_SCHEMA.empty_table)
@@ -73,21 +74,17 @@ class Archive:
     runs: int = 0  # archive runs recorded so far (the version of `_archive_offsets`, which each replaces once)
 
     @classmethod
-    def open(cls, output: Location, exact: bool) -> "Archive":
-        """The archive under `output` (after the lock's recovery: an unfinished run's append is undone);
+    def open(cls, earlier: EarlierRun, exact: bool) -> "Archive":
+        """The archive the `earlier` run left (after the lock's recovery: an unfinished run's append is undone);
         `exact`: also every archived offset (a dump is read whole and anti-joined). Its offsets come from the
         `_archive_offsets` the same run left, or, from an output of a version that left none, from raw_records."""
-        from jobs.lake.runs import delta_table, snapshot
-
-        tables = snapshot(output, [ARCHIVE])
-        where = output.child(ARCHIVE)
-        if ARCHIVE not in tables.versions:
-            return cls(where, ends={})
-        recorded = {t["table"]: t["version"] for t in tables.run["tables"]} if tables.run else {}
-        if ARCHIVE_OFFSETS in recorded and recorded.get(ARCHIVE) == tables.versions[ARCHIVE]:
-            ranges = delta_table(output.child(ARCHIVE_OFFSETS), recorded[ARCHIVE_OFFSETS]).to_pyarrow_table()
+        if ARCHIVE not in earlier.versions:
+            return cls(earlier, ends={})
+        recorded = earlier.recorded
+        if ARCHIVE_OFFSETS in recorded and recorded.get(ARCHIVE) == earlier.versions[ARCHIVE]:
+            ranges = earlier.open(ARCHIVE_OFFSETS, recorded[ARCHIVE_OFFSETS]).to_pyarrow_table()
         else:
-            found = tables.open(ARCHIVE).to_pyarrow_table(columns=["topic", "partition", "offset"])
+            found = earlier.open(ARCHIVE).to_pyarrow_table(columns=["topic", "partition", "offset"])
             ranges = offset_ranges(found.column("topic"), found.column("partition"), found.column("offset"))
         ranges = merged([ranges])
         first, last = numbers(ranges.column("first_offset")), numbers(ranges.column("last_offset"))
@@ -100,8 +97,8 @@ class Archive:
             else None
         records = int((last - first + 1).sum())
         log.info("the archive holds %d records of %d partitions (version %d)", records, len(ends),
-                 tables.versions[ARCHIVE])
-        return cls(where, tables.versions[ARCHIVE], records, ranges, ends, offsets,
+                 earlier.versions[ARCHIVE])
+        return cls(earlier, earlier.versions[ARCHIVE], records, ranges, ends, offsets,
                    recorded.get(ARCHIVE_OFFSETS, -1) + 1)
 
     def new(self, topic: pa.Array | pa.ChunkedArray, partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
@@ -129,10 +126,7 @@ class Archive:
 
     def files(self) -> list[tuple[Location, dict[str, str]]]:
         """raw_records' data files at `version`, with their partition values (read only to read them back)."""
-        from jobs.lake.runs import delta_table, version_files
-
-        return version_files(self.location, delta_table(self.location, self.version)) if self.version is not None \
-            else []
+        return self.earlier.files(ARCHIVE, self.version) if self.version is not None else []
 
     def tasks(self, cores: int, task_bytes: int) -> tuple[ArchivedFiles, ...]:
         """The archived records as source tasks, spread as a dump's row groups are."""

@@ -405,10 +405,10 @@ def test_an_archive_without_its_offsets_table_is_read_from_raw_records(two_runs,
     raw_records itself, the same."""
     from jobs.sources import archive
 
-    output = Location.parse(two_runs["out"])
-    kept = archive.Archive.open(output, exact=True)
+    newest = snapshot(Location.parse(two_runs["out"]), [ARCHIVE])
+    kept = archive.Archive.open(newest, exact=True)
     monkeypatch.setattr(archive, "ARCHIVE_OFFSETS", "_not_recorded")
-    scanned = archive.Archive.open(output, exact=True)
+    scanned = archive.Archive.open(newest, exact=True)
     assert (scanned.records, scanned.ends, scanned.ranges) == (kept.records, kept.ends, kept.ranges)
     assert {k: [list(a) for a in v] for k, v in scanned.offsets.items()} == \
         {k: [list(a) for a in v] for k, v in kept.offsets.items()}
