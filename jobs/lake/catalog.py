@@ -31,10 +31,11 @@ import logging
 import os
 import shutil
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from jobs.base.arrow import EPOCH, epoch_us
 from jobs.base.errors import BadInput
 from jobs.base.storage import Location, located
 
@@ -48,7 +49,6 @@ METASTORE_SETTINGS = ("spark.sql.catalogImplementation", "spark.hadoop.hive.meta
 # Spark's default list, plus Derby: the JVM then has one Derby engine, which a later SparkContext of the same
 # process shares (a second engine in another class loader could not open the database the first one holds).
 SHARED_PREFIXES = "com.mysql.jdbc,org.postgresql,com.microsoft.sqlserver,oracle.jdbc,org.apache.derby"
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def metastore_configured(launcher_settings: Iterable[str], environ: dict[str, str] | None = None) -> bool:
@@ -283,15 +283,14 @@ def _partition_folder(column: str, value: Any) -> str:
     """A partition's folder as numbers, so no time zone or date format is involved: `<column>_us=<epoch
     microseconds>` for a timestamp (snapshots' as_of), `<column>_day=<days since 1970>` for a date (commit_date)."""
     if isinstance(value, date) and not isinstance(value, datetime):
-        return f"{column}_day={(value - _EPOCH.date()).days}"
+        return f"{column}_day={(value - EPOCH.date()).days}"
     return f"{column}_us={_micros(value)}"
 
 
 def _micros(value: Any) -> int:
     if not isinstance(value, datetime):
         raise ValueError(f"partition value {value!r}: only timestamp and date partitions are linked")
-    moment = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // timedelta(microseconds=1)
+    return epoch_us(value)
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

@@ -136,7 +136,7 @@ def _health(found: Newest, cluster: str, gauge: Any) -> None:
     labels = ["cluster_name"]
 
     def seconds(moment: Any) -> float:
-        from jobs.derive.end_offsets import epoch_us
+        from jobs.base.arrow import epoch_us
 
         return math.nan if moment is None else epoch_us(moment) / 1e6
 

@@ -8,7 +8,7 @@ from typing import Iterator
 import pyarrow.dataset as pads
 
 from jobs.base.errors import BadInput
-from jobs.base.storage import Location, located
+from jobs.base.storage import Location, first_line, located
 from jobs.base.tables import TABLES, known_tables
 from jobs.config import SourceSpec
 from offsets_codec import SHARE_STATE, DecodeError, to_kafka_json
@@ -74,7 +74,7 @@ def _parquet_lines(source: str, spec: SourceSpec) -> Iterator[str]:
         dataset = pads.dataset(dump.path, filesystem=dump.fs, format="parquet")
         missing = [c for c in ("key", "value", "partition", "offset") if c not in dataset.schema.names]
     except Exception as e:  # pyarrow raises ArrowInvalid and friends for non-Parquet input
-        raise BadInput(f"--source {source}: cannot read Parquet ({str(e).splitlines()[0][:200]})") from None
+        raise BadInput(f"--source {source}: cannot read Parquet ({first_line(e, 200)})") from None
     if missing:
         raise BadInput(f"--source {source}: missing required column(s) {', '.join(missing)}")
     # A dump with batch metadata (made from segments) holds transaction markers too.

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import run_starts
 from jobs.base.tables import FOLD_STATE, arrow_schema
 from jobs.decode.columns import group_metadata_columns, modern_columns
 from offsets_codec import REGISTRY, decode_value
@@ -508,6 +509,6 @@ def _offsets_by_group(offset_records: pa.Table | None) -> dict[str, np.ndarray]:
     offsets = offset_records.column("record_offset").to_numpy()
     order = np.lexsort((offsets, group))
     group, offsets = group[order], offsets[order]
-    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+    starts = run_starts(group)
     names = encoded.dictionary.to_pylist()
     return {names[group[a]]: offsets[a:b] for a, b in zip(starts, np.append(starts[1:], len(group)))}

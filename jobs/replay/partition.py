@@ -10,21 +10,21 @@ in two of them (`together`), which is how Kafka places groups.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
+from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema, conform
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
 from jobs.replay.expiry import apply_expiry
 from jobs.replay.groups import CLASSIC, FOLD_SCHEMA, GROUP_TYPES, of_kind, replay_partition as fold_groups
 from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, MAX_MS, MIN_MS, commit_state,
                                  commit_windows, consume_rates, offset_commits)
-from jobs.base.arrow import TIMESTAMP, mask, numbers
+from jobs.base.arrow import TIMESTAMP, epoch_us, mask, numbers
 from jobs.replay.offsets import offset_state
 from jobs.replay.reduction import fold_decided
 from jobs.replay.resume import (fingerprints, fold_state, history_state, keyed_state, reusable, state_rows,
@@ -50,14 +50,13 @@ class ReplaySettings:
 
     @property
     def as_of_us(self) -> int:
-        return (self.as_of - _EPOCH) // timedelta(microseconds=1)  # exact, unlike float seconds
+        return epoch_us(self.as_of)
 
     @property
     def as_of_ms(self) -> int:
         return self.as_of_us // 1000
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # What the replay of a partition gives: contract tables (their schema) and what the steps after it read.
 VIOLATION_SCHEMA = pa.schema([("group_id", pa.string()), ("reason", pa.string())])
 OUTPUTS: dict[str, pa.Schema] = {
@@ -258,7 +257,6 @@ def _activity(winners: pa.Table, others: pa.Table) -> pa.Table:
 
 
 def _consumer_groups(groups: pa.Table, activity: pa.Table, as_of: pa.Scalar) -> pa.Table:
-    schema = arrow_schema("consumer_groups")
     n = groups.num_rows
     at = pc.index_in(groups.column("group_id"), value_set=activity.column("group_id"))
     columns = {name: groups.column(name) for name in groups.column_names}
@@ -268,11 +266,10 @@ def _consumer_groups(groups: pa.Table, activity: pa.Table, as_of: pa.Scalar) -> 
         "last_record_timestamp": activity.column("record_timestamp").take(at),
         "as_of": pa.repeat(as_of, n),
     })
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, "consumer_groups")
 
 
 def _offset_rows(offsets: pa.Table, as_of: pa.Scalar, table: str) -> pa.Table:
-    schema = arrow_schema(table)
     columns = {name: offsets.column(name) for name in offsets.column_names}
     columns.update({
         "commit_timestamp": timestamps_ms(offsets.column("commit_timestamp_ms")),
@@ -282,16 +279,15 @@ def _offset_rows(offsets: pa.Table, as_of: pa.Scalar, table: str) -> pa.Table:
     })
     if "expired_at_ms" in columns:
         columns["expired_at"] = timestamps_ms(offsets.column("expired_at_ms"))
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, table)
 
 
 def _pending_rows(pending: pa.Table, as_of: pa.Scalar) -> pa.Table:
-    schema = arrow_schema("pending_transactions")
     columns = {name: pending.column(name) for name in pending.column_names}
     columns.update({"offset": pending.column("committed_offset"),
                     "commit_timestamp": timestamps_ms(pending.column("commit_timestamp_ms")),
                     "as_of": pa.repeat(as_of, pending.num_rows)})
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, "pending_transactions")
 
 
 def timestamps_ms(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -312,15 +308,13 @@ def _member_level(fold: pa.Table, existing: pa.Table) -> pa.Table:
 
 
 def _group_events(events: pa.Table) -> pa.Table:
-    schema = arrow_schema("group_events")
     fields = events.column("event").combine_chunks() if events.num_rows else None
     columns = {"group_id": events.column("group_id"), "coordinator_partition": events.column("coordinator_partition")}
     for f in FOLD_SCHEMA.field("event").type:
         columns[f.name] = pc.struct_field(fields, f.name) if fields is not None else pa.nulls(0, f.type)
     columns["event_timestamp"] = timestamps_ms(columns["event_timestamp_ms"])
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, "group_events")
 
 
 def _quarantine(failed: pa.Table) -> pa.Table:
-    schema = arrow_schema("quarantine")
-    return pa.table([failed.column(f.name).cast(f.type) for f in schema], schema=schema)
+    return conform(failed, "quarantine")

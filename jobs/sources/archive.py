@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import mask, numbers
+from jobs.base.arrow import mask, numbers, run_starts
 from jobs.base.earlier import EarlierRun
 from jobs.base.storage import Location, write_parquet
 from jobs.base.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
@@ -113,7 +113,7 @@ class Archive:
         key = code.astype(np.int64) << 32 | (partition.astype(np.int64) & 0xFFFFFFFF)
         order = np.argsort(key, kind="stable")
         ordered = key[order]
-        starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+        starts = run_starts(ordered)
         for a, b in zip(starts, [*starts[1:], len(order)]):
             rows = order[a:b]
             at = (str(names[code[rows[0]]]), int(partition[rows[0]]))
