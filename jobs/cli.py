@@ -177,59 +177,18 @@ def kafka_options(fn: Callable) -> Callable:
 
 
 def run_rebuild(**options: Any) -> dict[str, Any]:
-    """Parse options into a RebuildConfig and run the pipeline; returns the run summary."""
+    """Parse options into a RebuildConfig and run the pipeline (jobs.pipeline.run: the input check, the lock, the
+    run); returns the run summary."""
     from jobs.config import RebuildConfig
     from jobs.engine import runner_name, without_pandas
 
     cfg = RebuildConfig.build(**options)
-    if _COMMAND_LINE and runner_name(cfg) == "local" and not cfg.catalog:  # the catalog needs a Spark session
+    if _COMMAND_LINE and runner_name(cfg.engine) == "local" and not cfg.catalog:  # the catalog needs a Spark session
         without_pandas()  # for this process only: a notebook's or a test's may need pandas later
 
-    from jobs.sources import check_inputs
-
-    check_inputs(cfg)  # what the arguments point at, before the output is touched
-
-    from jobs.lake.output_lock import OutputLock
-    from jobs.lake.runs import new_run_id, storage_failures
-
-    run_id = new_run_id()
-    with storage_failures(cfg.output, run_id):  # a full disk: its one line, saying what readers see
-        # One run at a time per output: a second one is refused here, before Spark starts.
-        lock = OutputLock.acquire(cfg.output, run_id, cfg.lock_lease_seconds)
-        try:
-            summary = _rebuild_holding(cfg, lock)
-        except BaseException:
-            lock.release(failed=True)
-            raise
-        lock.release()
-        return summary
-
-
-def _rebuild_holding(cfg: Any, lock: Any) -> dict[str, Any]:
-    """`run_rebuild` once its lock on the output is held."""
     from jobs.pipeline import run
-    from jobs.sources.tasks import task_errors
 
-    spark = None
-    if cfg.catalog:  # registering needs Spark: its session, checked before any table changes
-        from jobs.lake.catalog import LocalCatalog, check_catalog
-        from jobs.runtime.session import get_spark
-
-        log.info("starting Spark to register the tables as %s.<table> (--catalog-database): this takes a while",
-                 cfg.catalog.database)
-        spark = get_spark(None if cfg.catalog.folder is None else LocalCatalog(cfg.catalog.folder))
-        check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)
-    with task_errors():  # a failed source task (Kafka, a dump's row group): its one line, not Spark's error
-        summary = run(cfg, lock, spark if cfg.engine == "spark" else None)
-    if cfg.catalog:
-        from jobs.lake.catalog import register_catalog
-
-        try:
-            summary["catalog"] = register_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)
-        except Exception as e:  # the tables are committed: say so, in the one line
-            raise RuntimeError(f"the tables were written, but registering them as {cfg.catalog.database}.<table> "
-                               f"failed: {type(e).__name__}: {str(e).strip()}") from e
-    return summary
+    return run(cfg)
 
 
 @cli.command()

@@ -1,7 +1,8 @@
 """Run configuration: defaults from conf/offsetlake.toml, overridden by command-line values.
 
-Building a configuration checks every value on its own (numbers, names, a folder that can be written);
-jobs.sources.check_inputs then reads what the arguments point at, before any work starts.
+Building a configuration checks every value on its own (numbers, names, the form of a location) and reads
+nothing: it is plain data. `check_places` asks the filesystems about the places it names (a folder that can be
+written, a bucket that answers), as part of the input check (jobs.sources.check_inputs), before any work starts.
 """
 from __future__ import annotations
 
@@ -49,8 +50,6 @@ class SourceSpec:
             raise BadInput(
                 f"--source {text!r}: expected parquet:PATH, segments:DIR or kafka:HOST:PORT[,HOST:PORT...]"
             )
-        if kind == "segments":
-            log_dir(location)  # a missing folder is reported before Spark starts
         spec = cls(kind, location, tuple(sorted((storage or {}).items())))
         if kind == "parquet":
             spec.dump  # an unknown scheme is reported now
@@ -94,13 +93,21 @@ def output_folder(location: str, option: str = "--output", *, new: bool = False,
     from jobs.base.storage import Location
 
     where = Location.parse(location, storage_options, option)
+    check_writable(where, location, option, new=new, local=local)
+    return where
+
+
+def check_writable(where: "Location", location: str, option: str = "--output", *, new: bool = False,
+                   local: bool = False) -> None:
+    """BadInput (one line) unless `where` (given as `location` to `option`) is a folder this process can write in
+    or create (`output_folder`)."""
     if local and not where.local:
         raise BadInput(f"{option} {location}: must be a folder of this machine")
     if not where.local:
         where.check_reachable(option, location)
         if new and where.exists():
             raise BadInput(f"{option} {location}: already exists (a dump is never overwritten)")
-        return where
+        return
     path = Path(where.path)
     if new and os.path.lexists(path):
         raise BadInput(f"{option} {location}: already exists (a dump is never overwritten)")
@@ -118,14 +125,6 @@ def output_folder(location: str, option: str = "--output", *, new: bool = False,
         os.rmdir(tempfile.mkdtemp(prefix=".offsetlake-check-", dir=existing))
     except OSError as e:
         raise BadInput(f"{option} {location}: cannot write in {existing} ({e.strerror or e})") from None
-    return where
-
-
-def delta_folder(location: str, storage: dict[str, str]) -> "Location":
-    """--output of a rebuild: a folder this process can write Delta tables in."""
-    where = output_folder(location, storage_options=storage)
-    where.check_delta_path(f"--output {location}")
-    return where
 
 
 def storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -198,6 +197,7 @@ class CatalogOptions:
     # Spark's local Derby catalog, used only when the session has no metastore of its own; None for a
     # scheme:// output without --catalog-dir (then the session must have a metastore: checked once it runs).
     folder: Path | None
+    given: str | None = None  # --catalog-dir as given (check_places: a folder this process can write in)
 
     @classmethod
     def build(cls, database: str | None, catalog_dir: str | None, output: str) -> "CatalogOptions | None":
@@ -216,8 +216,12 @@ class CatalogOptions:
                 return cls(database, None)
             folder = Path(where.path) / CATALOG_DIR
         else:
-            folder = Path(output_folder(catalog_dir, "--catalog-dir", local=True).path)
-        return cls(database, Path(os.path.abspath(folder)))  # Derby's URL and a view's paths must be absolute
+            where = Location.parse(catalog_dir, None, "--catalog-dir")
+            if not where.local:
+                raise BadInput(f"--catalog-dir {catalog_dir}: must be a folder of this machine")
+            folder = Path(where.path)
+        # Derby's URL and a view's paths must be absolute
+        return cls(database, Path(os.path.abspath(folder)), catalog_dir)
 
 
 @dataclass(frozen=True)
@@ -263,79 +267,91 @@ class RebuildConfig:
         return self.rate_window_minutes * 60_000
 
     @classmethod
-    def build(
-        cls,
-        source: str,
-        output: str,
-        storage_option: tuple[str, ...] = (),
-        as_of: str | None = None,
-        retention_minutes: int | None = None,
-        end_offsets: str | None = None,
-        topic_ids: str | None = None,
-        kafka_config: str | None = None,
-        kafka_isolation: str | None = None,
-        kafka_timeout: float | None = None,
-        kafka_reader: str | None = None,
-        no_history: bool = False,
-        rate_window_minutes: int | None = None,
-        status_window: int | None = None,
-        snapshot: bool = False,
-        catalog_database: str | None = None,
-        catalog_dir: str | None = None,
-        keep_runs: int | None = None,
-        engine: str | None = None,
-        workers: int | None = None,
-        archive: bool = False,
-        lock_lease: float | None = None,
-        log_start_offsets: str | None = None,
-        cluster: str | None = None,
-    ) -> "RebuildConfig":
+    def build(cls, source: str, output: str, **options: Any) -> "RebuildConfig":
+        """From the options of `offsetlake rebuild` as the command line names them (REBUILD_OPTIONS; absent or
+        None: the default of conf/offsetlake.toml or of the field), each value checked on its own. Nothing is
+        read or reached: `check_places` and jobs.sources.check_inputs do that, before any work."""
+        unknown = sorted(set(options) - set(REBUILD_OPTIONS))
+        if unknown:
+            raise TypeError(f"RebuildConfig.build: unknown option(s) {', '.join(unknown)}")
+        given = {name: options.get(name) for name in REBUILD_OPTIONS}
         conf = defaults()["rebuild"]
-        retention = conf["retention_minutes"] if retention_minutes is None else retention_minutes
+        retention = _given(given, "retention_minutes", conf["retention_minutes"])
         if retention <= 0:
             raise BadInput(f"--retention-minutes {retention}: must be a positive number of minutes")
-        rate_window = conf["rate_window_minutes"] if rate_window_minutes is None else rate_window_minutes
+        rate_window = _given(given, "rate_window_minutes", conf["rate_window_minutes"])
         if rate_window <= 0:
             raise BadInput(f"--rate-window-minutes {rate_window}: must be a positive number of minutes")
-        window = conf["status_window"] if status_window is None else status_window
+        window = _given(given, "status_window", conf["status_window"])
         if window < 2:  # Burrow's rules compare commits with each other: one commit shows no progress
             raise BadInput(f"--status-window {window}: must be at least 2 commits")
+        engine, workers, keep_runs = given["engine"], given["workers"], given["keep_runs"]
         if engine not in (None, *ENGINES):
             raise BadInput(f"--engine {engine!r}: expected {', '.join(ENGINES)}")
         if workers is not None and workers < 0:
             raise BadInput(f"--workers {workers}: must be 0 (in this process) or more")
-        lease = float(conf.get("lock_lease_seconds", 300) if lock_lease is None else lock_lease)
+        lease = float(_given(given, "lock_lease", conf.get("lock_lease_seconds", 300)))
         if not lease > 0:
-            raise BadInput(f"--lock-lease {lock_lease if lock_lease is not None else lease}: must be a positive "
-                           f"number of seconds")
-        if log_start_offsets is not None and end_offsets is None:
-            raise BadInput(f"--log-start-offsets {log_start_offsets}: given without --end-offsets (the log start "
-                           "offsets complete end-offset snapshots)")
+            raise BadInput(f"--lock-lease {given['lock_lease'] if given['lock_lease'] is not None else lease}: must "
+                           f"be a positive number of seconds")
+        if given["log_start_offsets"] is not None and given["end_offsets"] is None:
+            raise BadInput(f"--log-start-offsets {given['log_start_offsets']}: given without --end-offsets (the log "
+                           "start offsets complete end-offset snapshots)")
+        cluster = given["cluster"]
         if cluster is not None and not cluster.strip():
             raise BadInput("--cluster: an empty name")
         if keep_runs is not None and keep_runs < 1:
             raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
-        storage = storage_options(storage_option)
-        cfg = cls(
-            as_of=parse_time(as_of) if as_of is not None else None,
+        storage = storage_options(tuple(given["storage_option"] or ()))
+        from jobs.base.storage import Location
+
+        return cls(
+            as_of=parse_time(given["as_of"]) if given["as_of"] is not None else None,
             source=SourceSpec.parse(source, storage),
-            output=delta_folder(output, storage),
+            output=Location.parse(output, storage, "--output"),
             retention_minutes=retention,
-            end_offsets=end_offsets,
-            topic_ids=topic_ids,
-            kafka=KafkaOptions.build(kafka_config, kafka_isolation, kafka_timeout, kafka_reader),
-            history=not no_history,
+            end_offsets=given["end_offsets"],
+            topic_ids=given["topic_ids"],
+            kafka=KafkaOptions.build(given["kafka_config"], given["kafka_isolation"], given["kafka_timeout"],
+                                     given["kafka_reader"]),
+            history=not given["no_history"],
             rate_window_minutes=rate_window,
             status_window=window,
-            snapshot=snapshot,
-            catalog=CatalogOptions.build(catalog_database, catalog_dir, output),
+            snapshot=bool(given["snapshot"]),
+            catalog=CatalogOptions.build(given["catalog_database"], given["catalog_dir"], output),
             keep_runs=keep_runs,
             engine=engine or "auto",
             workers=workers,
             storage=tuple(sorted(storage.items())),
-            archive=archive or bool(conf.get("archive", False)),
+            archive=bool(given["archive"]) or bool(conf.get("archive", False)),
             lock_lease_seconds=lease,
-            log_start_offsets=log_start_offsets,
+            log_start_offsets=given["log_start_offsets"],
             cluster=cluster.strip() if cluster is not None else None,
         )
-        return cfg
+
+
+# The options of `offsetlake rebuild` besides --source and --output, as the command line names them
+# (jobs.cli.rebuild_options): what RebuildConfig.build takes.
+REBUILD_OPTIONS = ("storage_option", "as_of", "retention_minutes", "end_offsets", "topic_ids", "kafka_config",
+                   "kafka_isolation", "kafka_timeout", "kafka_reader", "no_history", "rate_window_minutes",
+                   "status_window", "snapshot", "catalog_database", "catalog_dir", "keep_runs", "engine", "workers",
+                   "archive", "lock_lease", "log_start_offsets", "cluster")
+
+
+def _given(options: dict[str, Any], name: str, default: Any) -> Any:
+    return default if options[name] is None else options[name]
+
+
+def check_places(cfg: RebuildConfig) -> None:
+    """BadInput (one line) for a place the configuration names that this process cannot use: a log dir that is not
+    a folder, an output it cannot write Delta tables in (its filesystem asked once, so that a bucket that does not
+    exist, missing credentials or an unreachable endpoint is one line now rather than a failure after the work),
+    a --catalog-dir it cannot write in. Part of the input check (jobs.sources.check_inputs)."""
+    from jobs.base.storage import Location
+
+    if cfg.source.kind == "segments":
+        log_dir(cfg.source.location)
+    check_writable(cfg.output, cfg.output.uri)
+    cfg.output.check_delta_path(f"--output {cfg.output.uri}")
+    if cfg.catalog is not None and cfg.catalog.given is not None:
+        check_writable(Location.parse(cfg.catalog.given, None, "--catalog-dir"), cfg.catalog.given, "--catalog-dir")

@@ -1,163 +1,165 @@
 """A rebuild: plan the source -> read, check and reduce it -> replay each coordinator partition -> derive what
 needs every partition (topic names, end offsets) -> commit the tables, whichever runner runs the kernel.
 
-`run` is the whole run (its lock on the output, its staging area, its summary); the steps' rules live in
-jobs.replay and jobs.derive, and the runner that moves data between them in jobs.engine.
+`run` is the one front door of a rebuild (the command line, the spark-submit entry and notebooks call it): the
+input check, the lock on the output, the run, the tables registered in a catalog, the summary. The steps' rules
+live in jobs.replay and jobs.derive, the runner that moves data between them in jobs.engine (what each pass
+hands the next: jobs.engine.handoffs), the summary in jobs.summary.
 """
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.base.errors import LockLost
-from jobs.base.tables import ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, REPLAY_STATE, TABLES, arrow_schema
+from jobs.base.tables import (ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, HISTORY_TABLES, REPLAY_STATE, TABLES,
+                              arrow_schema)
 from jobs.config import RebuildConfig
 from jobs.derive.end_offsets import Snapshots, added_history, history_rows, merge_history
 from jobs.derive.members import topic_names
-from jobs.derive.stage import INPUTS as DERIVE_INPUTS, OUTPUTS as DERIVE_OUTPUTS, DeriveSettings, derive_partition
-from jobs.engine import choose_runner
-from jobs.engine.stages import EARLIER, Stages, earlier_files
+from jobs.derive.stage import OUTPUTS as DERIVE_OUTPUTS, DeriveSettings, derive_partition
+from jobs.engine import Runner, choose_runner
+from jobs.engine.handoffs import CHUNKS, DERIVE_READS, DERIVED, REPLAYED, Staged
+from jobs.engine.stages import EARLIER, StagingLayout, earlier_files
 from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
-from jobs.lake.runs import keep_runs, new_run_id, snapshot
+from jobs.lake.runs import keep_runs, new_run_id, snapshot, storage_failures
 from jobs.lake.sink import TableSink
 from jobs.lake.upkeep import upkeep
-from jobs.replay.chunk import (OUTPUTS as CHUNK_OUTPUTS, cutoff_us, foreign_records, newest_plausible, read_chunk,
-                               without_foreign)
-from jobs.replay.counts import total
+from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk, without_foreign
 from jobs.replay.duplicates import overlapping
-from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, replay_partition, together
-from jobs.replay.resume import COUNTED as HISTORY_APPENDS, from_state, history_counts
+from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings, partition_sets, replay_partition
+from jobs.replay.resume import COUNTED as HISTORY_APPENDS, from_state
 from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS, replay_share_state
 from jobs.sources.archive import (OUTPUTS as ARCHIVE_OUTPUTS, Archive, archive_chunk, merged, offset_ranges,
                                   unique)
 from jobs.sources import check_inputs
 from jobs.sources.end_offsets import is_live, live_cluster, load_end_offsets
-from jobs.sources.plan import plan_source
+from jobs.sources.plan import SourcePlan, plan_source
 from jobs.sources.replay_state import ReplayState
+from jobs.sources.tasks import task_errors
 from jobs.sources.topic_ids import read_topic_ids
-from offsets_codec import SHARE_STATE_REGISTRY
+from jobs.summary import record_counts, resumed_figures, run_summary
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.sources.kafka_client import Cluster
 
 log = logging.getLogger("offsetlake")
+REPLAY_WRITES = {**REPLAY_OUTPUTS, **SHARE_OUTPUTS}  # both logs' replays, one pass
 
 
-def run(cfg: RebuildConfig, lock: OutputLock | None = None, spark: Any = None) -> dict[str, Any]:
-    """Read, replay and write every table; returns the run summary (the CLI prints it as JSON). `lock`: the run's
-    hold on the output when the caller took it, having checked the inputs (else both are done here); `spark`: a
-    session to use when the Spark runner runs (jobs.engine.choose_runner)."""
-    if lock is not None:
-        return _run(cfg, lock, spark)
-    check_inputs(cfg)  # before the output is touched
-    with OutputLock.acquire(cfg.output, new_run_id(), cfg.lock_lease_seconds) as own:
-        return _run(cfg, own, spark)
+def run(cfg: RebuildConfig, spark: SparkSession | None = None) -> dict[str, Any]:
+    """Check the inputs (jobs.sources.check_inputs: before the output is touched, and before Spark starts), take
+    the output's lock (one run at a time: a second one is refused with one line), check the catalog's session
+    (--catalog-database, before any table changes), read, replay and write every table, register them; returns
+    the run summary (the command line prints it as JSON). A storage that refuses the writes is RunFailed, a failed
+    source task its BadInput: one line each. `spark`: a session to use, by the Spark runner
+    (jobs.engine.choose_runner) and the catalog; with --catalog-database and none, one is started here (which the
+    runner uses only with --engine spark)."""
+    check_inputs(cfg)
+    run_id = new_run_id()
+    with storage_failures(cfg.output, run_id):  # a full disk: its one line, saying what readers see
+        with OutputLock.acquire(cfg.output, run_id, cfg.lock_lease_seconds) as lock:
+            catalog = _catalog_session(cfg, spark)
+            with task_errors():  # a failed source task (Kafka, a dump's row group): its one line, not Spark's error
+                summary = _run(cfg, lock, spark if spark is not None or cfg.engine != "spark" else catalog)
+            if catalog is not None:
+                summary["catalog"] = _register(cfg, catalog)
+    return summary
 
 
-def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
-    run_id = lock.run_id
-    started_at = datetime.now(timezone.utc)
-    started = time.monotonic()
+def _catalog_session(cfg: RebuildConfig, spark: SparkSession | None) -> SparkSession | None:
+    """With --catalog-database: the session that registers the tables, checked before any table changes."""
+    if not cfg.catalog:
+        return None
+    from jobs.lake.catalog import LocalCatalog, check_catalog
+
+    if spark is None:
+        from jobs.runtime.session import get_spark
+
+        log.info("starting Spark to register the tables as %s.<table> (--catalog-database): this takes a while",
+                 cfg.catalog.database)
+        spark = get_spark(None if cfg.catalog.folder is None else LocalCatalog(cfg.catalog.folder))
+    check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)
+    return spark
+
+
+def _register(cfg: RebuildConfig, spark: SparkSession) -> dict[str, Any]:
+    from jobs.lake.catalog import register_catalog
+
+    try:
+        return register_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)
+    except Exception as e:  # the tables are committed: say so, in the one line
+        raise RuntimeError(f"the tables were written, but registering them as {cfg.catalog.database}.<table> "
+                           f"failed: {type(e).__name__}: {str(e).strip()}") from e
+
+
+@dataclass
+class _Rebuild:
+    """One run holding its output: what every step reads."""
+
+    cfg: RebuildConfig
+    lock: OutputLock
+    runner: Runner
+    layout: StagingLayout
+    sink: TableSink
+    archive: Archive | None  # --archive: what the archive holds
+    started_at: datetime
+    started: float  # time.monotonic() at the start
+
+    @property
+    def keep_log(self) -> bool:
+        """The archive is kept reduced too, and the next run starts from that (jobs.replay.resume)."""
+        return self.archive is not None
+
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+
+def _run(cfg: RebuildConfig, lock: OutputLock, spark: SparkSession | None) -> dict[str, Any]:
+    """Source -> check -> replay -> derive -> sink, holding the output's `lock`."""
+    started_at, started = datetime.now(timezone.utc), time.monotonic()
     live_ends = live_cluster(cfg.end_offsets, cfg.source, cfg.kafka) if cfg.end_offsets and is_live(cfg.end_offsets) \
         else None
     topic_ids = read_topic_ids(cfg.topic_ids, dict(cfg.storage)) if cfg.topic_ids else {}
-    runner = choose_runner(cfg, spark)
+    runner = choose_runner(cfg.engine, cfg.workers, f"offsetlake rebuild {cfg.source}", spark)
     # Read once the lock's recovery has undone what an unfinished run appended.
     newest_run = snapshot(cfg.output, [ARCHIVE]) if cfg.archive else None  # read back through one interface
     archive = Archive.open(newest_run, exact=cfg.source.kind == "parquet") if newest_run is not None else None
-    # The archive is kept reduced too, and the next run starts from that (jobs.replay.resume).
-    keep_log = archive is not None
-    cutoff = cutoff_us(started_at, cfg.as_of)
-    resumed, whole_because = ReplayState.open(newest_run, cutoff, started_at, cfg.history,
-                                              (cfg.status_window, cfg.rate_window_ms)) if keep_log else (None, None)
+    resumed, whole_because = ReplayState.open(newest_run, cutoff_us(started_at, cfg.as_of), started_at, cfg.history,
+                                              (cfg.status_window, cfg.rate_window_ms)) if archive is not None \
+        else (None, None)
     plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive, read_back=resumed is None)
-    chunk_outputs = {**CHUNK_OUTPUTS, **(ARCHIVE_OUTPUTS if archive is not None else {})}
-    replay_outputs = {**REPLAY_OUTPUTS, **SHARE_OUTPUTS}
     earlier = {name: earlier_files(files) for name, files in resumed.files.items()} if resumed is not None else {}
-    stages = Stages(cfg.output, run_id, {**chunk_outputs, **replay_outputs, **DERIVE_OUTPUTS}, runner.groups(plan),
-                    earlier)
-    runner.attach(stages)
-    sink = TableSink(cfg.output, run_id, runner.delta_engine(), cfg.snapshot, runner.spark, guard=lock.check)
+    layout = StagingLayout(cfg.output, lock.run_id, runner.groups(plan), earlier)
+    runner.attach(layout)
+    sink = TableSink(cfg.output, lock.run_id, runner.delta_engine(), cfg.snapshot, runner.spark, guard=lock.check)
+    rebuild = _Rebuild(cfg, lock, runner, layout, sink, archive, started_at, started)
     try:
-        log.info("reading %s (%s runner)", cfg.source, runner.name)
-        kill_point("read")
-        fold = not cfg.history
-        kernel = partial(_chunk_kernel, started=started_at, as_of=cfg.as_of, archive=archive, run_id=run_id,
-                         keep_late=keep_log)
-        runner.read_source(plan, partial(kernel, fold=fold), chunk_outputs)
-        log.info("read and checked %d task(s) of the source in %.1fs", len(plan.reads or ()) or 1,
-                 time.monotonic() - started)
-        whole_because = _refusal(cfg, resumed, stages, started_at) if resumed is not None else whole_because
-        if resumed is not None and whole_because is not None:
-            log.warning("%s (run %s): the archive is read back and replayed whole", whole_because, resumed.run_id)
-            resumed = None
-            plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive, read_back=True)
-            stages.clear("chunks", chunk_outputs)
-            runner.read_source(plan, partial(kernel, fold=fold), chunk_outputs)
-        if fold and overlapping(stages.read("chunks", "spans")):
-            log.warning("some records may be in the dump twice (overlapping offsets): the log is replayed whole")
-            stages.clear("chunks", chunk_outputs)
-            runner.read_source(plan, partial(kernel, fold=False), chunk_outputs)
-        if archive is not None:
-            _stage_archive(stages, sink, archive)
-        moments = stages.read("chunks", "moments")
+        plan, resumed, whole_because = _read_source(rebuild, plan, resumed, whole_because)
+        moments = layout.read(CHUNKS.moments)
         if resumed is not None:
             moments = pa.concat_tables([moments, resumed.moments])
         as_of = cfg.as_of or newest_plausible(moments) or started_at
         kill_point("replayed")
-        settings = ReplaySettings(as_of, cfg.retention_ms, cfg.history, cfg.status_window, cfg.rate_window_ms,
-                                  keep_log, resumed.replayed_through if resumed is not None else None)
-        inputs = {"log": "chunks", "share_log": "chunks", **({name: EARLIER for name in resumed.files}
-                                                             if resumed is not None else {})}
-        runner.by_partition("replay", inputs, partial(_replay_kernel, settings=settings, cutoff=cutoff),
-                            replay_outputs)
-        counts = _counts(stages)
-        log.info("replayed %d records (%d decoded, %d quarantined) as of %s, retention %d min, at %.1fs",
-                 counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
-                 as_of.isoformat(), cfg.retention_minutes, time.monotonic() - started)
-        fold_names = stages.read("replay", "fold", filter=pc.field("kind") == "topic_name")
-        names = topic_names(fold_names, stages.read("replay", "offset_topics"), topic_ids)
-        previous_ends = _previous_end_offsets(cfg)
-        ends = _end_offsets(cfg, as_of, previous_ends, live_ends, stages, names)
-        derive = _derive_settings(cfg, as_of, names, ends, live_ends is not None)
-        runner.by_partition("derive", {name: "replay" for name in DERIVE_INPUTS},
-                            partial(_derive_kernel, settings=derive), DERIVE_OUTPUTS)
-        appends_ends = resumed is not None and not ends["replaces"]  # what the history lacks, appended
-        _write_driver_tables(sink, plan, ends["added"] if appends_ends else ends["history"])
-        log.info("derived lag, status and members at %.1fs", time.monotonic() - started)
+        counts = _replay(rebuild, as_of, resumed)
+        appends_ends = _derive(rebuild, as_of, topic_ids, live_ends, plan, resumed is not None)
         kill_point("staged")
         runner.close()
-        summary = _summary(cfg, stages, sink, counts, moments, as_of, plan)
-        if keep_log:
-            summary["resumed_from_run"] = resumed.run_id if resumed is not None else None
-            summary["whole_replay_reason"] = whole_because
-            if cfg.history:  # a resumed run stages only its new rows: the tables' rows, from the state's counts
-                summary.update(history_counts(stages.read("replay", HISTORY_STATE, columns=["kind", "rows"])))
-        lock.check()  # before the first commit: a run that lost its output stops here, having committed nothing
-        tables = [t for t in TABLES if cfg.history or t not in ("offset_commits", "group_events", "group_status")]
-        # The archive grows by an append; with nothing archived by a complete run, it is replaced (a first run
-        # that died after its append left rows no complete run holds).
-        archived = [ARCHIVE, ARCHIVE_OFFSETS] if archive is not None else []
-        kept = [REPLAY_STATE, FOLD_STATE, *([HISTORY_STATE] if cfg.history else [])] if keep_log else []
-        # A resumed run's history tables grow by an append of its new rows (end_offsets_history: of its new
-        # snapshots, unless one replaces an earlier one); the others are replaced, as the state tables are.
-        grown = (*(HISTORY_APPENDS if resumed is not None and cfg.history else ()),
-                 *(("end_offsets_history",) if appends_ends else ()))
-        info = {"cluster": cfg.cluster_name, "started_at": started_at, "records_read": summary["records_read"],
-                "records_quarantined": summary["records_quarantined"]}
-        sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
-                    appends=((ARCHIVE,) if archive is not None and archive.version is not None else ()) + grown,
-                    info=info)
-        vacuumed = keep_runs(cfg.output, cfg.keep_runs, lock.check) if cfg.keep_runs else None
-        if archive is not None:  # the tables that grow by appends: their small files, a share of them each run
-            compacted = upkeep(cfg.output, run_id, [ARCHIVE, *((*HISTORY_APPENDS, "end_offsets_history")
-                                                               if cfg.history else ())], archive.runs, lock.check)
-            if compacted:
-                summary["compacted_files"] = compacted
+        summary = run_summary(cfg, layout, sink, counts, moments, as_of, archive)
+        if rebuild.keep_log:
+            summary.update(resumed_figures(cfg, layout, resumed.run_id if resumed is not None else None,
+                                           whole_because))
+        summary.update(_commit(rebuild, as_of, summary, resumed is not None, appends_ends))
     except BaseException as failure:
         runner.close()
         sink.discard(failed=True)
@@ -168,29 +170,125 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: Any) -> dict[str, Any]:
                 raise lost from failure
         raise
     log.info("wrote the tables under %s with %s", cfg.output, sink.engine)
-    return {**summary, "topic_ids": len(topic_ids), "run_id": run_id, "seconds": round(time.monotonic() - started, 2),
-            "runner": runner.name,
-            **({"vacuumed_files": vacuumed} if vacuumed is not None else {}), **runner.work()}
+    return {**summary, "topic_ids": len(topic_ids), "run_id": lock.run_id, "seconds": round(rebuild.seconds(), 2),
+            "runner": runner.name, **runner.work()}
 
 
-def _refusal(cfg: RebuildConfig, resumed: ReplayState, stages: Stages, started: datetime) -> str | None:
+def _read_source(rebuild: _Rebuild, plan: SourcePlan, resumed: ReplayState | None, whole_because: str | None
+                 ) -> tuple[SourcePlan, ReplayState | None, str | None]:
+    """Pass 1: every task of the source read, checked and reduced; read again (and the plan, the state resumed
+    from and why not, as they end up) when what was read says the state cannot be started from after all, or
+    that some records may be there twice (then nothing is folded before the replay)."""
+    cfg, runner, layout = rebuild.cfg, rebuild.runner, rebuild.layout
+    chunk_writes = {**CHUNK_OUTPUTS, **(ARCHIVE_OUTPUTS if rebuild.archive is not None else {})}
+    log.info("reading %s (%s runner)", cfg.source, runner.name)
+    kill_point("read")
+    fold = not cfg.history
+    kernel = partial(_chunk_kernel, started=rebuild.started_at, as_of=cfg.as_of, archive=rebuild.archive,
+                     run_id=rebuild.lock.run_id, keep_late=rebuild.keep_log)
+    runner.read_source(plan, partial(kernel, fold=fold), chunk_writes)
+    log.info("read and checked %d task(s) of the source in %.1fs", len(plan.reads or ()) or 1, rebuild.seconds())
+    whole_because = _refusal(cfg, resumed, layout, rebuild.started_at) if resumed is not None else whole_because
+    if resumed is not None and whole_because is not None:
+        log.warning("%s (run %s): the archive is read back and replayed whole", whole_because, resumed.run_id)
+        resumed = None
+        plan = plan_source(cfg.source, cfg.kafka, runner.cores, rebuild.archive, read_back=True)
+        layout.clear(CHUNKS.stage, chunk_writes)
+        runner.read_source(plan, partial(kernel, fold=fold), chunk_writes)
+    if fold and overlapping(layout.read(CHUNKS.spans)):
+        log.warning("some records may be in the dump twice (overlapping offsets): the log is replayed whole")
+        layout.clear(CHUNKS.stage, chunk_writes)
+        runner.read_source(plan, partial(kernel, fold=False), chunk_writes)
+    if rebuild.archive is not None:
+        _stage_archive(layout, rebuild.sink, rebuild.archive)
+    return plan, resumed, whole_because
+
+
+def _replay(rebuild: _Rebuild, as_of: datetime, resumed: ReplayState | None) -> dict[str, Any]:
+    """Pass 2: each group of coordinator partitions replayed (with the state an earlier run left of them, when the
+    run resumes from one); returns the records' counts."""
+    cfg = rebuild.cfg
+    settings = ReplaySettings(as_of, cfg.retention_ms, cfg.history, cfg.status_window, cfg.rate_window_ms,
+                              rebuild.keep_log, resumed.replayed_through if resumed is not None else None)
+    earlier = tuple(Staged(EARLIER, name, REPLAYED.named(name).schema) for name in resumed.files) \
+        if resumed is not None else ()
+    rebuild.runner.by_partition(REPLAYED.stage, (CHUNKS.log, CHUNKS.share_log, *earlier),
+                                partial(_replay_kernel, settings=settings,
+                                        cutoff=cutoff_us(rebuild.started_at, cfg.as_of)), REPLAY_WRITES)
+    counts = record_counts(rebuild.layout)
+    log.info("replayed %d records (%d decoded, %d quarantined) as of %s, retention %d min, at %.1fs",
+             counts["records_read"], counts["records_decoded"], counts["records_quarantined"],
+             as_of.isoformat(), cfg.retention_minutes, rebuild.seconds())
+    return counts
+
+
+def _derive(rebuild: _Rebuild, as_of: datetime, topic_ids: dict[str, str], live_ends: Cluster | None,
+            plan: SourcePlan, resumed: bool) -> bool:
+    """Pass 3: topic names and end offsets gathered from every partition, then each group's replayed state
+    derived; the driver's own tables staged. Returns whether end_offsets_history grows by an append (a resumed
+    run's new snapshots, none replacing an earlier one)."""
+    cfg, layout = rebuild.cfg, rebuild.layout
+    fold_names = layout.read(REPLAYED.fold, filter=pc.field("kind") == "topic_name")
+    names = topic_names(fold_names, layout.read(REPLAYED.offset_topics), topic_ids)
+    ends = _end_offsets(cfg, as_of, _previous_end_offsets(cfg), live_ends, layout, names)
+    derive = _derive_settings(cfg, as_of, names, ends, live_ends is not None)
+    rebuild.runner.by_partition(DERIVED.stage, DERIVE_READS, partial(_derive_kernel, settings=derive),
+                                DERIVE_OUTPUTS)
+    appends_ends = resumed and not ends["replaces"]  # what the history lacks, appended
+    _write_driver_tables(rebuild.sink, plan, ends["added"] if appends_ends else ends["history"])
+    log.info("derived lag, status and members at %.1fs", rebuild.seconds())
+    return appends_ends
+
+
+def _commit(rebuild: _Rebuild, as_of: datetime, summary: dict[str, Any], resumed: bool, appends_ends: bool
+            ) -> dict[str, Any]:
+    """The sink: every staged table committed, and the run recorded; then the files of runs no longer kept
+    removed (--keep-runs) and the small files of the tables that grow by appends compacted. Returns the summary's
+    figures of those."""
+    cfg, lock, sink, archive = rebuild.cfg, rebuild.lock, rebuild.sink, rebuild.archive
+    lock.check()  # before the first commit: a run that lost its output stops here, having committed nothing
+    tables = [t for t in TABLES if cfg.history or t not in HISTORY_TABLES]
+    # The archive grows by an append; with nothing archived by a complete run, it is replaced (a first run
+    # that died after its append left rows no complete run holds).
+    archived = [ARCHIVE, ARCHIVE_OFFSETS] if archive is not None else []
+    kept = [REPLAY_STATE, FOLD_STATE, *([HISTORY_STATE] if cfg.history else [])] if rebuild.keep_log else []
+    # A resumed run's history tables grow by an append of its new rows (end_offsets_history: of its new
+    # snapshots, unless one replaces an earlier one); the others are replaced, as the state tables are.
+    grown = (*(HISTORY_APPENDS if resumed and cfg.history else ()), *(("end_offsets_history",) if appends_ends else ()))
+    info = {"cluster": cfg.cluster_name, "started_at": rebuild.started_at, "records_read": summary["records_read"],
+            "records_quarantined": summary["records_quarantined"]}
+    sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
+                appends=((ARCHIVE,) if archive is not None and archive.version is not None else ()) + grown,
+                info=info)
+    figures: dict[str, Any] = {}
+    if cfg.keep_runs:
+        figures["vacuumed_files"] = keep_runs(cfg.output, cfg.keep_runs, lock.check)
+    if archive is not None:  # the tables that grow by appends: their small files, a share of them each run
+        compacted = upkeep(cfg.output, lock.run_id, [ARCHIVE, *((*HISTORY_APPENDS, "end_offsets_history")
+                                                                if cfg.history else ())], archive.runs, lock.check)
+        if compacted:
+            figures["compacted_files"] = compacted
+    return figures
+
+
+def _refusal(cfg: RebuildConfig, resumed: ReplayState, layout: StagingLayout, started: datetime) -> str | None:
     """Why the run cannot start from the `resumed` state after all, once the source is read: its new records, or
     (with the history) its as_of, lie among what the state stands for (ReplayState.refusal); None when it can."""
-    moments = pa.concat_tables([stages.read("chunks", "moments"), resumed.moments])
+    moments = pa.concat_tables([layout.read(CHUNKS.moments), resumed.moments])
     as_of = cfg.as_of or newest_plausible(moments) or started
-    return resumed.refusal(stages.read("chunks", "spans"), as_of)
+    return resumed.refusal(layout.read(CHUNKS.spans), as_of)
 
 
-def _stage_archive(stages: Stages, sink: TableSink, archive: Archive) -> None:
+def _stage_archive(layout: StagingLayout, sink: TableSink, archive: Archive) -> None:
     """What the run adds to the archive, made whole: its staged raw_records rows, one per record (`unique`, when
     some may be there twice), and `_archive_offsets`: the archive's ranges and the staged records', as the tasks
     noted them or, when `unique` removed copies, as what stays."""
-    new = stages.read("chunks", "archive_ranges")
-    if overlapping(stages.read("chunks", "archive_spans")):
-        removed = unique(stages.folder("chunks", ARCHIVE))  # raw_records: one row per record
+    new = layout.read(CHUNKS.archive_ranges)
+    if overlapping(layout.read(CHUNKS.archive_spans)):
+        removed = unique(layout.folder(CHUNKS.stage, ARCHIVE))  # raw_records: one row per record
         if removed:
             log.warning("%d copies of records read twice were not archived", removed)
-            staged = stages.read("chunks", ARCHIVE, columns=["topic", "partition", "offset"])
+            staged = layout.read(CHUNKS.raw_records, columns=["topic", "partition", "offset"])
             new = offset_ranges(staged.column("topic"), staged.column("partition"), staged.column("offset"))
     sink.write(ARCHIVE_OFFSETS, merged([archive.ranges, new]))
 
@@ -221,25 +319,15 @@ def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings, cutoff
     for name in (FOLD_STATE, HISTORY_STATE):
         if name in inputs:
             logs[name] = inputs[name]
-    for part in together(logs, keyed=["log", *([HISTORY_STATE] if HISTORY_STATE in logs else [])]):
+    for part in partition_sets(logs, keyed=["log", *([HISTORY_STATE] if HISTORY_STATE in logs else [])]):
         if part["log"].num_rows:
             yield from replay_partition(part["log"], settings, part.get(FOLD_STATE), part.get(HISTORY_STATE))
         if part["share_log"].num_rows:
             yield from replay_share_state(part["share_log"], settings.as_of_us, settings.as_of, settings.keep_log)
 
 
-def _counts(stages: Stages) -> dict[str, Any]:
-    """The summary's counts of both topics' records: the share coordinator's by its own registry's names."""
-    counts = total(stages.read("replay", "counts"))
-    share = total(stages.read("replay", "share_counts"), SHARE_STATE_REGISTRY)
-    for name in ("records_read", "records_decoded", "records_quarantined", "records_after_as_of"):
-        counts[name] += share[name]
-    counts["records_by_type"] = {**counts["records_by_type"], **share["records_by_type"]}
-    return counts
-
-
 def _derive_kernel(inputs: dict[str, pa.Table], settings: DeriveSettings) -> Iterator[tuple[str, pa.Table]]:
-    for part in together(inputs, keyed=["committed_offsets", "fold", "commit_windows", "consume_rates"]):
+    for part in partition_sets(inputs, keyed=["committed_offsets", "fold", "commit_windows", "consume_rates"]):
         yield from derive_partition(part, settings)
 
 
@@ -252,17 +340,17 @@ def _previous_end_offsets(cfg: RebuildConfig) -> pa.Table | None:
     return rows if rows.num_rows else None
 
 
-def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None, live: Any, stages: Stages,
-                 names: dict[str, str]) -> dict[str, Any]:
+def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None, live: Cluster | None,
+                 layout: StagingLayout, names: dict[str, str]) -> dict[str, Any]:
     """The end offsets lag and Burrow's rules read, and the history the run leaves: earlier runs' snapshots plus
     this run's (a file's, or fetched now from a live cluster for the committed offsets' topic-partitions and the
     share partitions' whose topic has a name)."""
     if live is not None:
         from jobs.sources.end_offsets import fetch_end_offsets
 
-        committed = stages.read("replay", "committed_offsets", columns=["topic", "partition"])
+        committed = layout.read(REPLAYED.committed_offsets, columns=["topic", "partition"])
         pairs = set(zip(committed.column("topic").to_pylist(), committed.column("partition").to_pylist()))
-        shares = stages.read("replay", "share_state", columns=["topic_id", "partition"])
+        shares = layout.read(REPLAYED.share_state, columns=["topic_id", "partition"])
         pairs |= {(names[t], p) for t, p in zip(shares.column("topic_id").to_pylist(),
                                                   shares.column("partition").to_pylist()) if t in names}
         pairs = sorted(pairs)
@@ -296,7 +384,7 @@ def _derive_settings(cfg: RebuildConfig, as_of: datetime, names: dict[str, str],
                           snapshots(ends["status"], as_of_us), cfg.history, cfg.status_window, cfg.rate_window_ms)
 
 
-def _write_driver_tables(sink: TableSink, plan: Any, history: pa.Table | None) -> None:
+def _write_driver_tables(sink: TableSink, plan: SourcePlan, history: pa.Table | None) -> None:
     """The tables the driver writes itself: the end-offset history (small, kept across runs) and the files and
     folders a log dir's plan did not read (segment_errors)."""
     if history is not None:
@@ -305,104 +393,3 @@ def _write_driver_tables(sink: TableSink, plan: Any, history: pa.Table | None) -
         sink.write("segment_errors", pa.Table.from_pylist(
             [{"coordinator_partition": i.partition, "file": i.path, "action": i.action, "reason": i.reason}
              for i in plan.ignored], schema=arrow_schema("segment_errors")))
-
-
-def _summary(cfg: RebuildConfig, stages: Stages, sink: TableSink, counts: dict[str, Any], moments: pa.Table,
-             as_of: datetime, plan: Any) -> dict[str, Any]:
-    """The run summary: counts, rows of the main tables, and what the run found worth saying."""
-    rows = {t: sink.rows(t) for t in TABLES}
-    duplicates = stages.read("replay", "duplicates")
-    copies = int(pc.sum(duplicates.column("duplicates")).as_py() or 0)
-    conflicts = int(pc.sum(duplicates.column("conflicts")).as_py() or 0)
-    groups = stages.read("replay", "consumer_groups", columns=["group_id", "is_orphan"])
-    violations = stages.read("replay", "violations").sort_by("group_id").to_pylist()[:1000]
-    foreign = foreign_records(stages.read("chunks", "foreign_records"))
-    summary = {
-        "records_read": counts["records_read"] + copies,
-        # With the archive, records_read is what the source gave; the replay also read the archived records.
-        **(_archive_figures(stages, sink, plan.archive, counts["records_read"] + copies) if cfg.archive else {}),
-        "records_decoded": counts["records_decoded"],
-        "records_quarantined": counts["records_quarantined"],
-        "duplicate_records": copies,
-        "conflicting_records": conflicts,
-        "groups": rows["consumer_groups"],
-        "committed_offsets": rows["committed_offsets"],
-        "expired_offsets": rows["expired_offsets"],
-        "members": rows["group_members"],
-        "share_partitions": rows["share_partition_state"],
-        "consumer_lag": rows["consumer_lag"],
-        "pending_transactions": rows["pending_transactions"],
-        "segment_errors": rows["segment_errors"],
-        **({t: rows[t] for t in ("offset_commits", "group_events", "group_status")} if cfg.history else {}),
-        "end_offsets_history": rows["end_offsets_history"],
-        "segment_damage": _segment_damage(sink),
-        "as_of": as_of.isoformat().replace("+00:00", "Z"),
-        "orphan_groups": sorted(g for g, o in zip(groups.column("group_id").to_pylist(),
-                                                 groups.column("is_orphan").to_pylist()) if o),
-        "replay_violations": violations,
-        "unresolved_topic_ids": _unresolved_topic_ids(stages),
-        **_implausible(moments),
-        "records_after_as_of": counts["records_after_as_of"],
-        "transactional_records": counts["transactional_records"],
-        "records_by_type": counts["records_by_type"],
-        "modern_group_records": counts["modern_group_records"],
-        "retention_minutes": cfg.retention_minutes,
-        "delta_engine": sink.engine,
-        "output": cfg.output.uri,
-        "cluster": cfg.cluster_name,
-    }
-    summary["foreign_records"] = foreign
-    if foreign:
-        log.warning("%d record(s) of other topics than __consumer_offsets and __share_group_state were left out "
-                    "(never decoded or replayed): %s", sum(foreign.values()),
-                    ", ".join(f"{t} {n}" for t, n in foreign.items()))
-    if copies or conflicts:
-        log.warning("%d records were read twice (replayed once) and %d conflicting copies were quarantined",
-                    copies, conflicts)
-    return summary
-
-
-def _archive_figures(stages: Stages, sink: TableSink, archive: Archive, replayed: int) -> dict[str, Any]:
-    """With the archive: the records read from the source (records_read), those the replay saw (archived and
-    new), and the archive before and after this run."""
-    reads = stages.read("chunks", "archive_reads")
-    new = sink.rows(ARCHIVE)
-    return {"records_read": int(pc.sum(reads.column("read")).as_py() or 0), "records_replayed": replayed,
-            "records_archived_before": archive.records, "records_new": new,
-            "records_archived_after": archive.records + new}
-
-
-def _implausible(moments: pa.Table) -> dict[str, Any]:
-    """Records with timestamps no broker writes: in the future of the run, or older than Kafka."""
-    future = int(pc.sum(moments.column("future")).as_py() or 0)
-    past = int(pc.sum(moments.column("past")).as_py() or 0)
-    if not (future or past):
-        return {}
-    earliest = pc.min(moments.column("earliest_implausible")).as_py()
-    latest = pc.max(moments.column("latest_implausible")).as_py()
-    log.warning("%d record(s) have a timestamp in the future and %d one before 2011 (%s to %s): the default as_of "
-                "leaves the future ones out", future, past, earliest, latest)
-    return {"implausible_timestamps": {"future": future, "before_kafka": past,
-                                       "earliest": earliest.isoformat() if earliest else None,
-                                       "latest": latest.isoformat() if latest else None}}
-
-
-def _segment_damage(sink: TableSink, most: int = 100) -> list[dict[str, Any]]:
-    """The first damaged segments and ignored files (all of them are in the segment_errors table)."""
-    rows = sink.head("segment_errors", most, ["file", "position", "action", "reason"])
-    if len(rows) == most:
-        log.warning("segment_errors has more rows than the summary lists (%d); see the table", most)
-    return rows
-
-
-def _unresolved_topic_ids(stages: Stages) -> int:
-    """Assigned partitions (current and target) whose topic id no mapping could name."""
-    members = stages.read("derive", "group_members", columns=["assigned_partitions"])
-    current = pc.list_flatten(members.column("assigned_partitions"))
-    targets = stages.read("derive", "group_target_assignments", columns=["topic", "topic_id"])
-    unnamed = 0
-    for topic, topic_id in ((pc.struct_field(current, "topic"), pc.struct_field(current, "topic_id")),
-                            (targets.column("topic"), targets.column("topic_id"))):
-        unnamed += pc.sum(pc.and_(pc.is_null(topic), pc.is_valid(topic_id))).as_py() or 0
-    return unnamed
-

@@ -2,7 +2,7 @@
 
 Modern groups name topics by id: a topic id takes the greatest name that the --topic-ids map and the records
 carrying both (offset commits v4, partition metadata records of any coordinator partition) give it, so the names
-are gathered from every partition first (`topic_names`) and each partition's fold rows are named with them
+are gathered from every partition first (`topic_names`) and each partition's group rows are named with them
 (`member_tables`). A streams task (subtopology, partition) stands for that partition of each source topic of its
 subtopology. Lists are sorted field by field, nulls first.
 """
@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.base.tables import arrow_schema
+from jobs.replay.contract import timestamps_ms
 from jobs.replay.groups import CLASSIC, of_kind
-from jobs.replay.partition import timestamps_ms
 
 MEMBER_TABLES = ("group_members", "group_target_assignments", "streams_topologies")
 # Member state names by family and code (modern/MemberState.java, streams/MemberState.java).
@@ -26,18 +26,18 @@ MEMBER_STATES = {
        ((0, "STABLE"), (1, "UNREVOKED_PARTITIONS"), (2, "UNRELEASED_PARTITIONS"), (127, "UNKNOWN"))},
     **{f"streams:{c}": n for c, n in ((1, "STABLE"), (2, "UNREVOKED_TASKS"), (3, "UNRELEASED_TASKS"), (127, "UNKNOWN"))},
 }
-# The members' attributes that group_members takes from the fold as they are.
+# The members' attributes that group_members takes from the group replay's rows as they are.
 _KEPT = ("member_id", "group_instance_id", "client_id", "client_host", "rack_id", "session_timeout_ms",
          "rebalance_timeout_ms", "subscribed_topics", "member_epoch", "previous_member_epoch", "server_assignor",
          "subscribed_topic_regex", "is_classic_member", "subscription_version", "member_payload_error")
 
 
-def topic_names(fold: pa.Table, offset_topics: pa.Table, topic_ids: dict[str, str]) -> dict[str, str]:
-    """topic_id -> topic, the greatest name where several are given: the fold's topic_name rows, the committed
-    offsets' (topic_id, topic) pairs and the --topic-ids map."""
+def topic_names(group_rows: pa.Table, offset_topics: pa.Table, topic_ids: dict[str, str]) -> dict[str, str]:
+    """topic_id -> topic, the greatest name where several are given: the group replay's topic_name rows, the
+    committed offsets' (topic_id, topic) pairs and the --topic-ids map."""
     names: dict[str, str] = {}
     records = ((t["topic_id"], t["topic"]) for t in
-               of_kind(fold, "topic_name").column("topic_name").to_pylist())
+               of_kind(group_rows, "topic_name").column("topic_name").to_pylist())
     pairs = zip(offset_topics.column("topic_id").to_pylist(), offset_topics.column("topic").to_pylist())
     for topic_id, topic in [*records, *pairs, *topic_ids.items()]:
         if topic_id is not None and topic is not None and (topic_id not in names or topic > names[topic_id]):
@@ -45,18 +45,20 @@ def topic_names(fold: pa.Table, offset_topics: pa.Table, topic_ids: dict[str, st
     return names
 
 
-def member_tables(fold: pa.Table, names: dict[str, str], as_of: datetime) -> dict[str, pa.Table]:
-    """MEMBER_TABLES of one coordinator partition's fold rows (members, and the target assignments and topologies
+def member_tables(group_rows: pa.Table, names: dict[str, str], as_of: datetime) -> dict[str, pa.Table]:
+    """MEMBER_TABLES of one coordinator partition's group rows (members, and the target assignments and topologies
     of the groups that exist: jobs.replay.partition), named with `names` (`topic_names`)."""
-    named = _NamedFold(fold, names, as_of)
+    named = _NamedGroupRows(group_rows, names, as_of)
     return {name: named.table(name) for name in MEMBER_TABLES}
 
 
-class _NamedFold:
-    """The fold's member, target and topology rows (jobs.replay.groups.FOLD_SCHEMA), and the names of topic ids."""
+class _NamedGroupRows:
+    """The group replay's member, target and topology rows (jobs.replay.groups.GROUP_ROWS_SCHEMA), and the names of
+    topic ids."""
 
-    def __init__(self, fold: pa.Table, names: dict[str, str], as_of: datetime) -> None:
-        self.members, self.targets, self.topologies = (of_kind(fold, k) for k in ("member", "target", "topology"))
+    def __init__(self, group_rows: pa.Table, names: dict[str, str], as_of: datetime) -> None:
+        self.members, self.targets, self.topologies = (of_kind(group_rows, k)
+                                                       for k in ("member", "target", "topology"))
         self.as_of = as_of
         self._names = names
         self._sources: dict[tuple[int, str, str], list[str | None]] = {}  # (group key, subtopology) -> topics

@@ -6,31 +6,71 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    from jobs.engine.handoffs import Staged
+    from jobs.engine.stages import ChunkKernel, PartitionKernel, StagingLayout
+    from jobs.sources.plan import SourcePlan
 
 
-def choose_runner(cfg: Any, spark: Any = None) -> Any:
+class Runner(Protocol):
+    """What a runner offers the pipeline: three passes of the kernel over a run's staging layout."""
+
+    name: str  # local or spark, in the summary
+    cores: int  # how many tasks run at once: the source's plan cuts about as many
+    spark: "SparkSession | None"  # the session the sink's Delta writer may use (None: delta-rs)
+
+    def groups(self, plan: "SourcePlan") -> int:
+        """How many groups of coordinator partitions passes 2 and 3 split into (a task each)."""
+
+    def attach(self, layout: "StagingLayout") -> None:
+        """Get ready (start workers) for a run whose outputs `layout` lays out."""
+
+    def delta_engine(self) -> str:
+        """Who commits the tables: delta-rs, or Spark's Delta writer (jobs.lake.sink.delta_engine)."""
+
+    def read_source(self, plan: "SourcePlan", kernel: "ChunkKernel", outputs: "dict[str, pa.Schema]") -> None:
+        """Pass 1: every task of `plan` through `kernel`, its `outputs` written as stage chunks'."""
+
+    def by_partition(self, stage: str, inputs: "tuple[Staged, ...]", kernel: "PartitionKernel",
+                     outputs: "dict[str, pa.Schema]") -> None:
+        """Pass 2 or 3: each group's rows of `inputs` through `kernel`, its `outputs` written as `stage`'s."""
+
+    def close(self) -> None:
+        """Stop what `attach` started (the run is over, or failed)."""
+
+    def work(self) -> dict[str, int]:
+        """The summary's figures of the work done (Spark jobs and tasks, peak memory)."""
+
+
+def choose_runner(engine: str, workers: int | None, label: str, spark: "SparkSession | None" = None) -> Runner:
     """The runner of a rebuild, decided here and nowhere else (--engine):
     * `local`: a pool of this machine's processes, no JVM (a dump on an object store is read with pyarrow);
-    * `spark`: Spark's tasks, on whatever cluster the session runs (spark-submit, Databricks, a notebook);
+      `workers` of them (None: one per core; 0: this process);
+    * `spark`: Spark's tasks, on whatever cluster the session runs (spark-submit, Databricks, a notebook), its
+      jobs described as `label`;
     * `auto` (the default): Spark when a launcher started this process (spark-submit, Databricks, Spark
       Connect) or a session is handed over (`spark`); the local pool otherwise (a command line on a laptop,
       a CI box, a scheduler's container)."""
-    if runner_name(cfg, spark) == "local":
+    if runner_name(engine, spark) == "local":
         from jobs.engine.local import LocalRunner
 
-        workers = local_cores() if cfg.workers is None else cfg.workers
+        workers = local_cores() if workers is None else workers
         return LocalRunner(max(workers, 1), processes=workers > 0)
     from jobs.engine.spark import SparkRunner
 
-    return SparkRunner(spark, cfg)
+    return SparkRunner(spark, label)
 
 
-def runner_name(cfg: Any, spark: Any = None) -> str:
+def runner_name(engine: str, spark: "SparkSession | None" = None) -> str:
     """`local` or `spark`: which runner `choose_runner` gives."""
-    if cfg.engine == "auto":
+    if engine == "auto":
         return "spark" if spark is not None or launched_by_spark() else "local"
-    return cfg.engine
+    return engine
 
 
 class _NoPandas:

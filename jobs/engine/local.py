@@ -17,15 +17,17 @@ import gc
 import logging
 import multiprocessing
 import signal
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 
-from jobs.engine.stages import Stages, chunk_task, partition_task
+from jobs.engine.handoffs import Staged
+from jobs.engine.stages import ChunkKernel, PartitionKernel, StagingLayout, chunk_task, partition_task
+
+if TYPE_CHECKING:
+    from jobs.sources.plan import SourcePlan
 
 log = logging.getLogger("offsetlake")
-ChunkKernel = Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]]
-PartitionKernel = Callable[[dict[str, pa.Table]], Iterator[tuple[str, pa.Table]]]
 
 
 class LocalRunner:
@@ -37,17 +39,17 @@ class LocalRunner:
     def __init__(self, cores: int, processes: bool = True) -> None:
         self.cores = cores
         self.processes = processes  # False: the tasks run in this process, one after another (tests, debugging)
-        self.stages: Stages | None = None
-        self._pool: Any = None
+        self.layout: StagingLayout | None = None
+        self._pool: _Workers | _InProcess | None = None
 
-    def groups(self, plan: Any) -> int:
+    def groups(self, plan: SourcePlan) -> int:
         """Groups of coordinator partitions: a few per worker, so a large partition does not leave the others
         idle, and few enough that a table is a few files."""
         return 2 * self.cores
 
-    def attach(self, stages: Stages) -> None:
-        """Start the workers, for a run whose outputs `stages` lays out."""
-        self.stages = stages
+    def attach(self, layout: StagingLayout) -> None:
+        """Start the workers, for a run whose outputs `layout` lays out."""
+        self.layout = layout
         self._pool = _Workers(self.cores) if self.processes else _InProcess()
 
     def delta_engine(self) -> str:
@@ -60,17 +62,17 @@ class LocalRunner:
         return {"driver_python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
                 "worker_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024}
 
-    def read_source(self, plan: Any, kernel: ChunkKernel, outputs: dict[str, pa.Schema]) -> None:
+    def read_source(self, plan: SourcePlan, kernel: ChunkKernel, outputs: dict[str, pa.Schema]) -> None:
         """Pass 1: every task of `plan` through `kernel`."""
-        self._all([(chunk_task, (plan, task, index, kernel, outputs, self.stages))
+        self._all([(chunk_task, (plan, task, index, kernel, outputs, self.layout))
                    for index, task in enumerate(plan.reads)], "reading the source (tasks)")
 
-    def by_partition(self, stage: str, inputs: dict[str, str], kernel: PartitionKernel,
+    def by_partition(self, stage: str, inputs: tuple[Staged, ...], kernel: PartitionKernel,
                      outputs: dict[str, pa.Schema]) -> None:
-        """Pass 2 or 3: each group's rows of `inputs` (output name -> the stage that wrote it), partition by
-        partition, through `kernel`; its outputs written as stage `stage`'s."""
-        self._all([(partition_task, (stage, group, inputs, kernel, outputs, self.stages))
-                   for group in range(self.stages.groups)], f"{stage} (groups of partitions)")
+        """Pass 2 or 3: each group's rows of `inputs`, partition by partition, through `kernel`; its outputs
+        written as stage `stage`'s."""
+        self._all([(partition_task, (stage, group, inputs, kernel, outputs, self.layout))
+                   for group in range(self.layout.groups)], f"{stage} (groups of partitions)")
 
     def _all(self, tasks: list[tuple[Callable, tuple]], label: str) -> None:
         """Run `tasks` (their progress on a terminal, as `label`); the first failure is raised. A worker that dies

@@ -13,38 +13,45 @@ through the source kernel with `mapInArrow`, each Spark task a source task.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow as pa
 
-from jobs.engine.stages import Stages, TaskOutputs, chunk_task, partition_task
+from jobs.engine.handoffs import CHUNKS, Staged
+from jobs.engine.stages import ChunkKernel, PartitionKernel, StagingLayout, TaskOutputs, chunk_task, partition_task
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.sources.plan import SourcePlan
 
 log = logging.getLogger("offsetlake")
 
 
 class SparkRunner:
-    """Runs the kernel's passes as Spark jobs on `spark` (a session started here when none is given)."""
+    """Runs the kernel's passes as Spark jobs on `spark` (a session started here when none is given), the jobs
+    described as `label` in Spark's UI and counted in the summary (jobs.runtime.metrics.SparkWork)."""
 
     name = "spark"
 
-    def __init__(self, spark: Any, cfg: Any) -> None:
+    def __init__(self, spark: SparkSession | None, label: str) -> None:
         if spark is None:
             from jobs.runtime.session import get_spark
 
             spark = get_spark()
         self.spark = spark
         self.cores = spark.sparkContext.defaultParallelism
-        self.stages: Stages | None = None
+        self.layout: StagingLayout | None = None
         from jobs.runtime.metrics import SparkWork
 
-        self._work = SparkWork(spark, f"offsetlake rebuild {cfg.source}")
+        self._work = SparkWork(spark, label)
 
-    def groups(self, plan: Any) -> int:
+    def groups(self, plan: SourcePlan) -> int:
         """Groups of coordinator partitions, as the local runner makes them for as many cores."""
         return 2 * self.cores
 
-    def attach(self, stages: Stages) -> None:
-        self.stages = stages
+    def attach(self, layout: StagingLayout) -> None:
+        self.layout = layout
 
     def delta_engine(self) -> str:
         from jobs.lake.sink import delta_engine
@@ -56,24 +63,23 @@ class SparkRunner:
 
         return {**self._work.counts(), **peak_rss_mb(self.spark)}
 
-    def read_source(self, plan: Any, kernel: Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]],
-                    outputs: dict[str, pa.Schema]) -> None:
+    def read_source(self, plan: SourcePlan, kernel: ChunkKernel, outputs: dict[str, pa.Schema]) -> None:
         """Pass 1: every task of `plan` through `kernel`."""
-        stages = self.stages
+        layout = self.layout
         if _read_by_spark(self.spark, plan):
             self._through_frame(plan, kernel, outputs)
             return
         tasks = plan.reads
         log.info("Spark's tasks read the source's %d task(s) themselves", len(tasks))
         self._run("read, check and reduce the source", len(tasks),
-                  lambda index: chunk_task(plan, tasks[index], index, kernel, outputs, stages))
+                  lambda index: chunk_task(plan, tasks[index], index, kernel, outputs, layout))
 
-    def by_partition(self, stage: str, inputs: dict[str, str], kernel: Callable[[dict[str, pa.Table]],
-                     Iterator[tuple[str, pa.Table]]], outputs: dict[str, pa.Schema]) -> None:
-        """Pass 2 or 3: each group's rows of `inputs` (output name -> the stage that wrote it) through `kernel`."""
-        stages = self.stages
-        self._run(f"{stage} each coordinator partition", stages.groups,
-                  lambda group: partition_task(stage, group, inputs, kernel, outputs, stages))
+    def by_partition(self, stage: str, inputs: tuple[Staged, ...], kernel: PartitionKernel,
+                     outputs: dict[str, pa.Schema]) -> None:
+        """Pass 2 or 3: each group's rows of `inputs` through `kernel`."""
+        layout = self.layout
+        self._run(f"{stage} each coordinator partition", layout.groups,
+                  lambda group: partition_task(stage, group, inputs, kernel, outputs, layout))
 
     def close(self) -> None:
         pass
@@ -93,14 +99,14 @@ class SparkRunner:
         tasks = self.spark.range(count, numPartitions=count).selectExpr("cast(id as int) as task")
         tasks.mapInArrow(each, "done int").write.format("noop").mode("overwrite").save()
 
-    def _through_frame(self, plan: Any, kernel: Callable, outputs: dict[str, pa.Schema]) -> None:
+    def _through_frame(self, plan: SourcePlan, kernel: ChunkKernel, outputs: dict[str, pa.Schema]) -> None:
         """Pass 1 over the frame Spark reads (Spark's Kafka source): each Spark task a source task."""
-        stages = self.stages
+        layout = self.layout
 
         def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             from pyspark import TaskContext
 
-            written = TaskOutputs(stages, "chunks", f"t{TaskContext.get().partitionId():05d}", outputs)
+            written = TaskOutputs(layout, CHUNKS.stage, f"t{TaskContext.get().partitionId():05d}", outputs)
             try:
                 for name, table in kernel(batches):
                     written.write(name, table)
@@ -112,7 +118,7 @@ class SparkRunner:
         plan.frame(self.spark).mapInArrow(each, "done int").write.format("noop").mode("overwrite").save()
 
 
-def _read_by_spark(spark: Any, plan: Any) -> bool:
+def _read_by_spark(spark: SparkSession, plan: SourcePlan) -> bool:
     """The source is one only Spark reads: a live cluster through Spark's own Kafka source."""
     if plan.spec.kind != "kafka":
         return False

@@ -1,7 +1,8 @@
 """The kernel's tasks, whichever runner runs them (forked workers or Spark's executors), and where they keep their
 outputs: a contract table in its own folder under the run's name (`<table>/run-<run id>/`, which jobs.lake.sink
 commits where it is), anything else in the run's staging area (`_offsetlake_staging/<run id>/_state/<stage>/
-<name>`). On any filesystem: paths are Locations.
+<name>`), as StagingLayout lays them out. On any filesystem: paths are Locations. What each pass writes and
+the next reads is named in jobs.engine.handoffs.
 
 * `chunk_task`: one task of the source's plan, read by the task itself, through the source kernel;
 * `partition_task`: one group of coordinator partitions, at once or one by one, through the replay's or the
@@ -10,7 +11,7 @@ commits where it is), anything else in the run's staging area (`_offsetlake_stag
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from urllib.parse import quote
 
 import numpy as np
@@ -22,8 +23,12 @@ from jobs.base.arrow import numbers, run_starts
 from jobs.base.hive import NULL_PARTITION, data_files
 from jobs.base.storage import Location, close_parquet
 from jobs.base.tables import STAGED_TABLES, conform, partition_columns
+from jobs.engine.handoffs import CHUNKS, Staged
 from jobs.kill_points import kill_point
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
+
+if TYPE_CHECKING:
+    from jobs.sources.plan import SourcePlan
 
 NULL_GROUP = 0  # the group of records without a coordinator partition (all quarantined)
 STATE = "_state"
@@ -31,20 +36,23 @@ STATE = "_state"
 LOG_ROWS = 1 << 20
 OUTPUT_ROWS = 1 << 16  # an output's rows a task holds before it writes them
 PARTITIONED_ROWS = 1 << 18  # the same, of a table partitioned by folders: each write is a file per folder
+# The kernels the runners run: pass 1's over a source task's raw batches, passes 2 and 3's over a group's inputs
+# by name; each gives (output name, rows) pairs.
+ChunkKernel = Callable[[Iterable[pa.Table]], Iterator[tuple[str, pa.Table]]]
+PartitionKernel = Callable[[dict[str, pa.Table]], Iterator[tuple[str, pa.Table]]]
 LOGS = ("log", "share_log")  # the records a source task leaves, written in a folder per group of partitions
-EARLIER = "earlier"  # the stage of what an earlier run left for this one to read (Stages.earlier: its files)
+EARLIER = "earlier"  # the stage of what an earlier run left for this one to read (StagingLayout.earlier: its files)
 
 
 @dataclass(frozen=True)
-class Stages:
-    """Run `run_id`'s outputs under `output`: `schemas` gives each output's schema, `groups` how many groups of
-    coordinator partitions the passes after the source's are split into; `earlier`: the files of the outputs an
-    earlier run left for this one, by name, each with the coordinator partitions it holds (`earlier_files`), read
-    as stage EARLIER (jobs.replay.resume)."""
+class StagingLayout:
+    """Where run `run_id`'s passes keep their outputs under `output`; `groups`: how many groups of coordinator
+    partitions the passes after the source's are split into; `earlier`: the files of the outputs an earlier run
+    left for this one, by name, each with the coordinator partitions it holds (`earlier_files`), read as stage
+    EARLIER (jobs.replay.resume)."""
 
     output: Location
     run_id: str
-    schemas: dict[str, pa.Schema]
     groups: int
     earlier: dict[str, tuple[tuple[Location, frozenset[int]], ...]] = field(default_factory=dict)
 
@@ -59,9 +67,11 @@ class Stages:
         return self.output.child(name, RUN_FOLDER + self.run_id) if self.is_table(name) else \
             self.state.child(stage, name)
 
-    def read(self, stage: str, name: str, columns: list[str] | None = None, filter: Any = None) -> pa.Table:
+    def read(self, output: Staged, columns: list[str] | None = None, filter: pc.Expression | None = None
+             ) -> pa.Table:
         """All of an output (on the driver: only what is small), or its `columns`, rows matching `filter`."""
-        return self._dataset(self.folder(stage, name), self.schemas[name]).to_table(columns=columns, filter=filter)
+        return self._dataset(self.folder(output.stage, output.name), output.schema).to_table(columns=columns,
+                                                                                             filter=filter)
 
     def clear(self, stage: str, outputs: dict[str, pa.Schema]) -> None:
         """Remove what `stage` wrote (to run it again)."""
@@ -69,20 +79,21 @@ class Stages:
             self.folder(stage, name).remove()
         self.state.child(stage).remove()
 
-    def group_dataset(self, stage: str, name: str, group: int) -> pads.Dataset:
+    def group_dataset(self, output: Staged, group: int) -> pads.Dataset:
         """The rows of one group of coordinator partitions (the local runner's files of that group)."""
-        if stage == EARLIER:  # laid out by an earlier run, maybe in other groups: this group's rows, from the files
-            # that hold some (a reduced log, a share of which a task holds well)
+        name = output.name
+        if output.stage == EARLIER:  # laid out by an earlier run, maybe in other groups: this group's rows, from
+            # the files that hold some (a reduced log, a share of which a task holds well)
             partition = pc.field("coordinator_partition")
             mine = pc.equal(pc.subtract(partition, pc.multiply(pc.divide(partition, self.groups), self.groups)), group)
             files = [f for f, partitions in self.earlier[name] if any(p % self.groups == group for p in partitions)]
-            return pads.dataset(_files(files, self.schemas[name]).to_table(filter=mine))
-        folder = self.folder(stage, name)
+            return pads.dataset(_files(files, output.schema).to_table(filter=mine))
+        folder = self.folder(output.stage, name)
         if name in LOGS:
             files = [f for f, _ in data_files(folder.child(f"g{group:05d}"))]
         else:
             files = [f for f, _ in data_files(folder) if f.name.startswith(f"g{group:05d}")]
-        return _files(files, self.schemas[name])
+        return _files(files, output.schema)
 
     def _dataset(self, folder: Location, schema: pa.Schema) -> pads.Dataset:
         """A folder's Parquet files (hive-style folders give their columns) as a dataset of `schema`."""
@@ -126,8 +137,8 @@ class TaskOutputs:
     whose writes is a file per folder); a large group's partition task gives them in partition order, so a row
     group holds a run of partitions, and a later pass's read of one partition skips the others."""
 
-    def __init__(self, stages: Stages, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
-        self.stages, self.stage, self.part, self.outputs = stages, stage, part, outputs
+    def __init__(self, layout: StagingLayout, stage: str, part: str, outputs: dict[str, pa.Schema]) -> None:
+        self.layout, self.stage, self.part, self.outputs = layout, stage, part, outputs
         self._open: dict[str, Any] = {}
         self._held: dict[tuple[str, int], list[pa.Table]] = {}  # a log's rows by (log, partition) (-1: none)
         self._held_rows: dict[tuple[str, int], int] = {}
@@ -154,7 +165,7 @@ class TaskOutputs:
 
     def _partitioned(self, name: str) -> bool:
         """A table partitioned by folders (raw_records, offset_commits): a write is a file per folder."""
-        return self.stages.is_table(name) and bool(partition_columns(name))
+        return self.layout.is_table(name) and bool(partition_columns(name))
 
     def _write_pending(self, name: str) -> None:
         rows = pa.concat_tables(self._pending.pop(name))
@@ -177,7 +188,7 @@ class TaskOutputs:
 
     def _flush(self, held: tuple[str, int]) -> None:
         name, partition = held
-        group = group_of(pa.array([partition if partition >= 0 else None], pa.int32()), self.stages.groups)[0]
+        group = group_of(pa.array([partition if partition >= 0 else None], pa.int32()), self.layout.groups)[0]
         self._file(f"{name}/g{group:05d}", self.outputs[name]).write_table(pa.concat_tables(self._held.pop(held)),
                                                                            row_group_size=1 << 30)
         self._held_rows.pop(held)
@@ -188,7 +199,7 @@ class TaskOutputs:
 
         if name not in self._open:
             kind, _, sub = name.partition("/")
-            folder = self.stages.folder(self.stage, kind)
+            folder = self.layout.folder(self.stage, kind)
             folder = folder.child(sub) if sub else folder
             folder.mkdir()
             self._open[name] = pq.ParquetWriter(folder.child(f"{self.part}.parquet").path, schema,
@@ -237,9 +248,10 @@ def _in_runs(rows: pa.Table, column: str) -> pa.Table:
     return rows.take(pc.sort_indices(values))
 
 
-def chunk_task(plan: Any, task: Any, index: int, kernel: Any, outputs: dict[str, pa.Schema], stages: Stages) -> None:
-    """Task `index` of the source's plan: its raw batches through `kernel`, its outputs written as stage chunks'."""
-    writers = TaskOutputs(stages, "chunks", f"t{index:05d}", outputs)
+def chunk_task(plan: SourcePlan, task: Any, index: int, kernel: ChunkKernel, outputs: dict[str, pa.Schema],
+               layout: StagingLayout) -> None:
+    """Task `index` of the source's plan: its raw batches through `kernel`, its outputs written as pass 1's."""
+    writers = TaskOutputs(layout, CHUNKS.stage, f"t{index:05d}", outputs)
     kill_point("worker")
     try:
         for name, table in kernel(plan.read(task)):
@@ -248,14 +260,14 @@ def chunk_task(plan: Any, task: Any, index: int, kernel: Any, outputs: dict[str,
         writers.close()
 
 
-def partition_task(stage: str, group: int, inputs: dict[str, str], kernel: Any, outputs: dict[str, pa.Schema],
-                   stages: Stages) -> None:
+def partition_task(stage: str, group: int, inputs: tuple[Staged, ...], kernel: PartitionKernel,
+                   outputs: dict[str, pa.Schema], layout: StagingLayout) -> None:
     """One group's coordinator partitions. When the group's rows are few (LOG_ROWS at most), they are read once and
     go to the kernel at once (which replays or derives several partitions as it would each alone: a call costs
     about as much for a few rows as for many); else the task holds one partition's rows at a time, each read with
     a filter."""
-    datasets = {name: stages.group_dataset(source, name, group) for name, source in inputs.items()}
-    writers = TaskOutputs(stages, stage, f"g{group:05d}", outputs)
+    datasets = {output.name: layout.group_dataset(output, group) for output in inputs}
+    writers = TaskOutputs(layout, stage, f"g{group:05d}", outputs)
     try:
         if sum(data.count_rows() for data in datasets.values()) <= LOG_ROWS:
             for name, table in kernel({name: data.to_table() for name, data in datasets.items()}):

@@ -33,11 +33,14 @@ import shutil
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from jobs.base.arrow import EPOCH, epoch_us
 from jobs.base.errors import BadInput
 from jobs.base.storage import Location, located
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("offsetlake")
 OWNER_PROPERTY = "offsetlake.output"
@@ -117,7 +120,7 @@ def catalog_tables() -> tuple[str, ...]:
     return (*known_tables(), *snapshot_tables(), RUNS_TABLE)
 
 
-def check_catalog(spark: Any, output: "Location | str", database: str, folder: Path | None) -> None:
+def check_catalog(spark: SparkSession, output: "Location | str", database: str, folder: Path | None) -> None:
     """Before a run changes any table: the session has a catalog that outlives it, or a local one can be made,
     and every entry the run would register is absent or offsetlake's own for this output (else BadInput)."""
     from jobs.base.tables import query_name
@@ -136,7 +139,7 @@ def check_catalog(spark: Any, output: "Location | str", database: str, folder: P
         _owned_entry(spark, output, database, table, query_name(table))
 
 
-def register_catalog(spark: Any, output: "Location | str", database: str, folder: Path | None) -> dict[str, Any]:
+def register_catalog(spark: SparkSession, output: "Location | str", database: str, folder: Path | None) -> dict[str, Any]:
     """Register every table under `output` (the newest complete run's) as `database.<name>`; returns what
     was registered, for the run summary."""
     from jobs.base.tables import query_name
@@ -181,7 +184,7 @@ def register_catalog(spark: Any, output: "Location | str", database: str, folder
     return summary
 
 
-def _owned_entry(spark: Any, output: Location, database: str, table: str, name: str) -> dict[str, str] | None:
+def _owned_entry(spark: SparkSession, output: Location, database: str, table: str, name: str) -> dict[str, str] | None:
     """The existing entry `database.name` (its type, location and properties), None when there is none;
     BadInput when it exists and is not offsetlake's entry for this output's table."""
     qualified = f"`{database}`.`{name}`"

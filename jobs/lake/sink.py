@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -31,19 +31,22 @@ import pyarrow.parquet as pq
 
 from jobs.base.errors import LockLost
 from jobs.base.hive import data_files, relative
+from jobs.base.storage import Location, write_parquet
 from jobs.kill_points import kill_point
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
 from jobs.lake.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, fenced_commit, new_run_id,
                             record_run, run_id_of, spark_user_metadata)
-from jobs.base.storage import Location, write_parquet
 from jobs.base.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, STAGED_TABLES, TABLES, arrow_schema, conform,
                               partition_columns, snapshot_table)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("offsetlake")
 DELTA_JVM_CLASS = "io.delta.tables.DeltaTable"
 
 
-def delta_engine(spark: Any) -> str:
+def delta_engine(spark: SparkSession | None) -> str:
     """`spark` when the session has Spark's Delta writer, else `delta-rs`."""
     from jobs.runtime.classpath import has_jvm_class
 
@@ -64,7 +67,7 @@ class TableSink:
     the next run removes (jobs.lake.output_lock.recover)."""
 
     def __init__(self, output: Location, run_id: str, engine: str = "delta-rs", snapshots: bool = False,
-                 spark: Any = None, guard: Callable[[], None] | None = None) -> None:
+                 spark: SparkSession | None = None, guard: Callable[[], None] | None = None) -> None:
         self.output = output
         # The lock's check (jobs.lake.output_lock.OutputLock.check), made before every commit: LockLost once
         # another run took the output over. None: the caller holds no lock (tests of the sink alone).

@@ -3,7 +3,8 @@
 The broker's cleanup only considers offsets of topics the group is not subscribed to, then applies the group's
 expiration condition (OffsetExpirationConditionImpl); an explicit v1 expireTimestamp replaces the retention
 deadline for those candidates. Expiry compares `as_of >= deadline`. An offset with an open transactional commit
-on its partition never expires, and a group with any is never deleted (OffsetMetadataManager.cleanupExpiredOffsets).
+on its partition never expires (OffsetMetadataManager.cleanupExpiredOffsets). Which groups the cleanup then
+deletes is a group rule (jobs.replay.groups.remaining_groups).
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ _INT64_MIN = np.iinfo(np.int64).min
 class Expiry(NamedTuple):
     live: pa.Table  # the offsets that stay, with expires_at_ms (null: not expiring now)
     expired: pa.Table  # the offsets whose deadline has passed, with expires_at_ms and expired_at_ms
-    groups: pa.Table  # the groups that still exist, with offset_count
 
 
 def retention_base(offsets: pa.Table, groups: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -72,9 +72,8 @@ def retention_base(offsets: pa.Table, groups: pa.Table) -> tuple[np.ndarray, np.
 
 def apply_expiry(offsets: pa.Table, groups: pa.Table, pending: pa.Table, as_of_ms: int, retention_ms: int
                  ) -> Expiry:
-    """Split `offsets` (jobs.replay.offsets.OFFSET_SCHEMA) into live and expired at as_of, and drop the Empty
-    groups left with no offsets and no open transaction (§8.4). `groups`: the partition's groups (jobs.replay.
-    partition); `pending`: its open transactional commits."""
+    """Split `offsets` (jobs.replay.offsets.OFFSET_SCHEMA) into live and expired at as_of. `groups`: the
+    partition's groups (jobs.replay.groups.existing_groups); `pending`: its open transactional commits."""
     base, allowed = retention_base(offsets, groups)
     subscribed = _subscribed(offsets, groups)
     in_open_transaction = _keys_in(offsets, pending, ["group_id", "topic", "partition"])
@@ -94,16 +93,7 @@ def apply_expiry(offsets: pa.Table, groups: pa.Table, pending: pa.Table, as_of_m
     expired = judged.filter(pa.array(expired_now))
     expired = expired.append_column("expired_at_ms", expired.column("expires_at_ms"))
 
-    counts = pc.value_counts(live.column("group_id")).flatten() if live.num_rows else \
-        [pa.array([], pa.string()), pa.array([], pa.int64())]
-    at = pc.index_in(groups.column("group_id"), value_set=counts[0])
-    offset_count = pc.fill_null(pc.take(counts[1], at), 0).cast(pa.int32())
-    with_counts = groups.append_column("offset_count", offset_count)
-    open_groups = set(pending.column("group_id").to_pylist())
-    deletable = (mask(pc.equal(groups.column("state"), "Empty")) & (offset_count.to_numpy() == 0)
-                 & ~mask(pc.equal(groups.column("group_type"), "share"))
-                 & ~np.array([g in open_groups for g in groups.column("group_id").to_pylist()], bool))
-    return Expiry(live, expired, with_counts.filter(pa.array(~deletable)))
+    return Expiry(live, expired)
 
 
 def _subscribed(offsets: pa.Table, groups: pa.Table) -> np.ndarray:

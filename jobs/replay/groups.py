@@ -1,8 +1,8 @@
 """Group replay: the coordinator's load of group records, one coordinator partition at a time.
 
 Group records (classic type 2; KIP-848 consumer, share and streams types 3-23) are a small part of the log
-and must be decoded by the Python codec anyway, so they are folded in log order by plain Python, per
-coordinator partition (a group lives in exactly one, spec §9). The fold follows spec §7.3-§7.5:
+and must be decoded by the Python codec anyway, so they are replayed in log order by plain Python, per
+coordinator partition (a group lives in exactly one, spec §9). The replay follows spec §7.3-§7.5:
 
 1. Identity. Per group id, the newest *identity event* decides who holds it: a value record of a family
    creates or keeps that family's group, a type-2 value makes it classic, and a type-2 tombstone or a
@@ -17,8 +17,9 @@ coordinator partition (a group lives in exactly one, spec §9). The fold follows
 Every group-level change (a classic group's type-2 record, a modern group's epoch, members joining and
 leaving, a family change) is also emitted as a group event, with the state after it; so is the type-2
 tombstone of a group that held only offsets (a simple group, or one whose offsets were expired). Offsets are not
-replayed here (jobs.replay.offsets); a group id with offsets and no holder is a simple group
-(jobs.replay.partition).
+replayed here (jobs.replay.offsets), but which groups exist is decided here alone: a group id with offsets and no
+holder is a simple group (`existing_groups`), and retention's cleanup deletes Empty groups left with no offsets
+(`remaining_groups`).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import run_starts
+from jobs.base.arrow import mask, run_starts
 from jobs.base.tables import FOLD_STATE, arrow_schema
 from jobs.decode.columns import group_metadata_columns, modern_columns
 from offsets_codec import REGISTRY, decode_value
@@ -64,20 +65,20 @@ TOPOLOGY_EPOCHS = ("validated_topology_epoch", "stored_description_topology_epoc
 
 # --- output ----------------------------------------------------------------------------------------
 
-# The fold's rows: one per (group, kind), the kind's struct filled. The kinds' layouts are data, in the schema of
-# the table that keeps the fold between runs (jobs.replay.resume), less its fingerprint columns.
-FOLD_SCHEMA = pa.schema([f for f in arrow_schema(FOLD_STATE) if not f.name.startswith("folded_")])
-KINDS = tuple(FOLD_SCHEMA.names[3:])
+# The group replay's rows: one per (group, kind), the kind's struct filled. The kinds' layouts are data, in the
+# schema of the table that keeps them between runs (jobs.replay.resume), less its fingerprint columns.
+GROUP_ROWS_SCHEMA = pa.schema([f for f in arrow_schema(FOLD_STATE) if not f.name.startswith("folded_")])
+KINDS = tuple(GROUP_ROWS_SCHEMA.names[3:])
 
 
-def of_kind(fold: pa.Table, kind: str) -> pa.Table:
-    """The fold's rows of one kind, with the key columns and that kind's struct only: a filter costs what it
+def of_kind(rows: pa.Table, kind: str) -> pa.Table:
+    """The group replay's `rows` of one kind, with the key columns and that kind's struct only: a filter costs what it
     copies, and the other kinds' (nested, null) columns would cost most."""
-    return fold.select([*FOLD_SCHEMA.names[:3], kind]).filter(pc.equal(fold.column("kind"), kind))
+    return rows.select([*GROUP_ROWS_SCHEMA.names[:3], kind]).filter(pc.equal(rows.column("kind"), kind))
 
 
 @dataclass
-class Record:
+class GroupRecord:
     offset: int
     timestamp_ms: int | None
     record_type: int
@@ -97,12 +98,12 @@ class Record:
 
 
 @dataclass
-class Slot:
+class GroupIdState:
     """Everything the partition's load knows about one group id."""
 
     identity: dict[tuple[str, bool], int] = field(default_factory=dict)  # (family, is value) -> newest offset
-    classic: Record | None = None  # the newest type-2 record, value or tombstone
-    modern: dict[str, dict[bytes, Record]] = field(default_factory=dict)  # family -> key -> newest record
+    classic: GroupRecord | None = None  # the newest type-2 record, value or tombstone
+    modern: dict[str, dict[bytes, GroupRecord]] = field(default_factory=dict)  # family -> key -> newest record
     violation: dict[str, str] = field(default_factory=dict)  # family -> reason (its newest group tombstone)
     summary: dict[str, Any] | None = None  # after the previous group event
     event_timestamp_ms: int | None = None
@@ -131,9 +132,9 @@ SIMPLE_GROUP = {"group_type": CLASSIC, "state": "Empty", "generation": 0, "proto
                 "members": set()}
 
 
-def _by_role(records: dict[bytes, Record], start: int) -> dict[str | None, list[Record]]:
+def _by_role(records: dict[bytes, GroupRecord], start: int) -> dict[str | None, list[GroupRecord]]:
     """The incarnation's records (after `start`) by their role, in the order of `records`."""
-    roles: dict[str | None, list[Record]] = {}
+    roles: dict[str | None, list[GroupRecord]] = {}
     for r in records.values():
         if r.offset > start:
             roles.setdefault(ROLE.get(r.record_type), []).append(r)
@@ -157,7 +158,7 @@ class ModernGroup:
     topic_names: list[dict[str, Any]]
 
 
-def assemble_modern(family: str, records: dict[bytes, Record], start: int, summary: bool = False) -> ModernGroup:
+def assemble_modern(family: str, records: dict[bytes, GroupRecord], start: int, summary: bool = False) -> ModernGroup:
     """Spec §7.4-§7.5 on the incarnation's newest records: members, epochs, target assignment, state.
     `summary`: the group and its members without their partitions (a group event's view), and no targets,
     topology or topic names."""
@@ -173,22 +174,23 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int, summa
                if r.is_value}
     source_topics = sorted({t for s in (topology or {}).get("subtopologies") or [] for t in s["source_topics"] or []})
 
-    by_member: dict[str, dict[str, Record]] = {}
-    for role, name in (("MemberMetadata", "m5"), ("CurrentAssignment", "m8")):
+    by_member: dict[str, dict[str, GroupRecord]] = {}
+    for role, name in (("MemberMetadata", "member"), ("CurrentAssignment", "assignment")):
         for r in newest.get(role, []):
             by_member.setdefault(r.modern()["member_id"], {})[name] = r
     members = []
     for member_id, recs in by_member.items():
-        m5, m8 = recs.get("m5"), recs.get("m8")
-        m5_value = m5 is not None and m5.is_value
-        m8_value = m8 is not None and m8.is_value
-        m8_after_m5 = m8 is not None and (m5 is None or m8.offset > m5.offset)
-        if not (m5_value or (m8_value and m8_after_m5)):
+        member, assignment = recs.get("member"), recs.get("assignment")
+        member_value = member is not None and member.is_value
+        assignment_value = assignment is not None and assignment.is_value
+        assignment_after_member = assignment is not None and (member is None or assignment.offset > member.offset)
+        if not (member_value or (assignment_value and assignment_after_member)):
             continue
-        epochs_from_m8 = m8_value and (m5_value or m8_after_m5)
-        left = m8 is not None and not m8.is_value and m8_after_m5  # a type-8 tombstone after the member
-        attrs = m5.modern() if m5_value else {}
-        current = m8.modern() if epochs_from_m8 else {}
+        epochs_from_assignment = assignment_value and (member_value or assignment_after_member)
+        # A current-assignment tombstone after the member's metadata: the member left.
+        left = assignment is not None and not assignment.is_value and assignment_after_member
+        attrs = member.modern() if member_value else {}
+        current = assignment.modern() if epochs_from_assignment else {}
         names = attrs.get("subscribed_topic_names") or []
         regex = attrs.get("subscribed_topic_regex")
         subscribed = source_topics if family == "streams" else sorted(set(names) | set(regexes.get(regex, [])))
@@ -199,9 +201,9 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int, summa
             "session_timeout_ms": attrs.get("classic_session_timeout_ms"),
             "rebalance_timeout_ms": attrs.get("rebalance_timeout_ms"),
             "subscribed_topics": subscribed, "subscribed_topic_names": names,
-            "member_epoch": current["member_epoch"] if epochs_from_m8 else (-1 if left else 0),
-            "previous_member_epoch": current["previous_member_epoch"] if epochs_from_m8 else -1,
-            "member_state": current["member_state"] if epochs_from_m8 else STABLE_STATE[family],
+            "member_epoch": current["member_epoch"] if epochs_from_assignment else (-1 if left else 0),
+            "previous_member_epoch": current["previous_member_epoch"] if epochs_from_assignment else -1,
+            "member_state": current["member_state"] if epochs_from_assignment else STABLE_STATE[family],
             "assigned": [] if summary else _partitions(current.get("assigned")),
             "pending_revocation": [] if summary else _partitions(current.get("pending_revocation")),
             "server_assignor": attrs.get("server_assignor"), "subscribed_topic_regex": regex,
@@ -253,7 +255,7 @@ def assemble_modern(family: str, records: dict[bytes, Record], start: int, summa
     return ModernGroup(group, members, targets, topology_rows, topic_names)
 
 
-def classic_group(record: Record) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def classic_group(record: GroupRecord) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A classic group and its members from its type-2 value (spec §7.3)."""
     g = group_metadata_columns(record.record_type, record.value)
     group = {
@@ -272,7 +274,7 @@ def classic_group(record: Record) -> tuple[dict[str, Any], list[dict[str, Any]]]
     return group, members
 
 
-def classic_summary(record: Record) -> dict[str, Any]:
+def classic_summary(record: GroupRecord) -> dict[str, Any]:
     """What a group event says of a classic group (`classic_group`'s values), without decoding its members'
     subscriptions and assignments."""
     d = decode_value(record.record_type, record.value).data
@@ -281,7 +283,7 @@ def classic_summary(record: Record) -> dict[str, Any]:
             "protocol": d["protocol"], "leader_id": d["leader"], "members": members}
 
 
-def _tombstone_violation(family: str, records: dict[bytes, Record]) -> str | None:
+def _tombstone_violation(family: str, records: dict[bytes, GroupRecord]) -> str | None:
     """What a family's group tombstone left behind (Kafka's replay refuses it): live members, target
     assignments or target assignment metadata, by the newest record of each key before it."""
     remaining = set()
@@ -304,70 +306,71 @@ class PartitionReplay:
 
     def __init__(self, events: bool = True, offsets: dict[str, np.ndarray] | None = None, quiet_through: int = -1,
                  last_events: dict[str, dict[str, Any]] | None = None) -> None:
-        self.slots: dict[str, Slot] = {}
+        self.id_states: dict[str, GroupIdState] = {}
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.record_events = events
         self.offsets = offsets or {}  # group id -> the sorted offsets of its offset records
         self.quiet_through = quiet_through
         self.last_events = last_events or {}
 
-    def _slot(self, group_id: str) -> Slot:
-        slot = self.slots.get(group_id)
-        if slot is None:
-            slot = self.slots[group_id] = Slot()
+    def _id_state(self, group_id: str) -> GroupIdState:
+        id_state = self.id_states.get(group_id)
+        if id_state is None:
+            id_state = self.id_states[group_id] = GroupIdState()
             last = self.last_events.get(group_id)
             if last is not None:  # quiet feeding leaves these as they are: the new records' events start from them
-                slot.summary = {**{k: last[k] for k in ("group_type", "generation", "state", "protocol", "leader_id")},
-                                "members": set(last["members"] or ())} if last["held"] else None
-                slot.event_timestamp_ms, slot.event_offset = last["event_timestamp_ms"], last["event_offset"]
-        return slot
+                shown = ("group_type", "generation", "state", "protocol", "leader_id")
+                id_state.summary = {**{k: last[k] for k in shown},
+                                    "members": set(last["members"] or ())} if last["held"] else None
+                id_state.event_timestamp_ms, id_state.event_offset = last["event_timestamp_ms"], last["event_offset"]
+        return id_state
 
-    def feed(self, record: Record, group_id: str) -> None:
-        slot = self._slot(group_id)
+    def feed(self, record: GroupRecord, group_id: str) -> None:
+        id_state = self._id_state(group_id)
         family = FAMILY[record.record_type]
         role = ROLE.get(record.record_type)
         loud = self.record_events and record.offset > self.quiet_through
-        before = slot.holder() if loud else None  # only events compare holders
+        before = id_state.holder() if loud else None  # only events compare holders
         if family == CLASSIC:
-            slot.classic = record
-            slot.identity[(CLASSIC, record.is_value)] = record.offset
+            id_state.classic = record
+            id_state.identity[(CLASSIC, record.is_value)] = record.offset
         else:
-            records = slot.modern.setdefault(family, {})
+            records = id_state.modern.setdefault(family, {})
             if role == "GroupMetadata" and not record.is_value:
                 reason = _tombstone_violation(family, records)
                 if reason:
-                    slot.violation[family] = reason
+                    id_state.violation[family] = reason
                 else:
-                    slot.violation.pop(family, None)
+                    id_state.violation.pop(family, None)
             records[record.key] = record
             if record.is_value or role == "GroupMetadata":
-                slot.identity[(family, record.is_value)] = record.offset
-        if loud and (family == CLASSIC or role in ("GroupMetadata", "MemberMetadata") or slot.holder() != before):
-            self._event(group_id, slot, record, before[0])
+                id_state.identity[(family, record.is_value)] = record.offset
+        if loud and (family == CLASSIC or role in ("GroupMetadata", "MemberMetadata") or id_state.holder() != before):
+            self._event(group_id, id_state, record, before[0])
 
-    def _summary(self, slot: Slot) -> dict[str, Any] | None:
-        family, start = slot.holder()
+    def _summary(self, id_state: GroupIdState) -> dict[str, Any] | None:
+        family, start = id_state.holder()
         if family is None:
             return None
         if family == CLASSIC:
-            return classic_summary(slot.classic)
-        assembled = assemble_modern(family, slot.modern.get(family, {}), start, summary=True)
+            return classic_summary(id_state.classic)
+        assembled = assemble_modern(family, id_state.modern.get(family, {}), start, summary=True)
         return {**assembled.group, "members": {m["member_id"] for m in assembled.members}}
 
-    def _held_offsets(self, group_id: str, slot: Slot, record: Record) -> bool:
+    def _held_offsets(self, group_id: str, id_state: GroupIdState, record: GroupRecord) -> bool:
         """The group held offsets since its previous event, when `record` (a type-2 tombstone) deletes it: a
         simple group, or one whose offsets the broker expired (their tombstones come just before)."""
         offsets = self.offsets.get(group_id)
         if offsets is None or FAMILY[record.record_type] != CLASSIC or record.is_value:
             return False
-        since = np.searchsorted(offsets, slot.event_offset, side="right")
+        since = np.searchsorted(offsets, id_state.event_offset, side="right")
         return since < np.searchsorted(offsets, record.offset)
 
-    def _event(self, group_id: str, slot: Slot, record: Record, family_before: str | None) -> None:
-        previous = slot.summary
-        now = self._summary(slot)
+    def _event(self, group_id: str, id_state: GroupIdState, record: GroupRecord, family_before: str | None) -> None:
+        previous = id_state.summary
+        now = self._summary(id_state)
         if now is None and previous is None:
-            if not self._held_offsets(group_id, slot, record):
+            if not self._held_offsets(group_id, id_state, record):
                 return
             previous = dict(SIMPLE_GROUP)  # the group its offsets made, which the tombstone deletes
         if now is not None and previous is not None and all(
@@ -391,8 +394,8 @@ class PartitionReplay:
         else:
             event = "rebalanced"
         since = None
-        if slot.event_timestamp_ms is not None and record.timestamp_ms is not None:
-            since = (record.timestamp_ms - slot.event_timestamp_ms) / 1000
+        if id_state.event_timestamp_ms is not None and record.timestamp_ms is not None:
+            since = (record.timestamp_ms - id_state.event_timestamp_ms) / 1000
         shown = now or previous
         self.events.append((group_id, {
             "group_type": shown["group_type"], "event": event, "event_timestamp_ms": record.timestamp_ms,
@@ -404,28 +407,29 @@ class PartitionReplay:
             "members_joined": joined, "members_left": left, "seconds_since_previous": since,
             "record_offset": record.offset,
         }))
-        slot.summary = now
-        slot.event_timestamp_ms = record.timestamp_ms
-        slot.event_offset = record.offset
+        id_state.summary = now
+        id_state.event_timestamp_ms = record.timestamp_ms
+        id_state.event_offset = record.offset
 
     def results(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """(group id, kind, row) for every output kind (KINDS)."""
-        for group_id, slot in self.slots.items():
-            family, start = slot.holder()
-            yield group_id, "identity", {"holder": family, "newest_identity_offset": max(slot.identity.values(), default=None)}
-            conflict = slot.conflict()
+        for group_id, id_state in self.id_states.items():
+            family, start = id_state.holder()
+            yield group_id, "identity", {"holder": family,
+                                         "newest_identity_offset": max(id_state.identity.values(), default=None)}
+            conflict = id_state.conflict()
             if conflict:
                 yield group_id, "violation", {"reason": f"a {family} group record arrived while a {conflict} group held "
                                                         "the id (Kafka's replay would fail); the later family was kept"}
-            for reason in slot.violation.values():
+            for reason in id_state.violation.values():
                 yield group_id, "violation", {"reason": reason}
             if family == CLASSIC:
-                group, members = classic_group(slot.classic)
+                group, members = classic_group(id_state.classic)
                 yield group_id, "group", group
                 for m in members:
                     yield group_id, "member", m
             elif family is not None:
-                assembled = assemble_modern(family, slot.modern.get(family, {}), start)
+                assembled = assemble_modern(family, id_state.modern.get(family, {}), start)
                 yield group_id, "group", assembled.group
                 for m in assembled.members:
                     yield group_id, "member", m
@@ -438,14 +442,83 @@ class PartitionReplay:
         for group_id, event in self.events:
             yield group_id, "event", event
         if self.record_events:  # what the next run's events of a group start from (jobs.replay.resume)
-            for group_id, slot in self.slots.items():
-                if slot.event_offset >= 0:
-                    summary = slot.summary or {}
+            for group_id, id_state in self.id_states.items():
+                if id_state.event_offset >= 0:
+                    summary = id_state.summary or {}
                     yield group_id, "last_event", {
-                        "held": slot.summary is not None,
+                        "held": id_state.summary is not None,
                         **{k: summary.get(k) for k in ("group_type", "generation", "state", "protocol", "leader_id")},
-                        "members": sorted(summary.get("members", ())), "event_timestamp_ms": slot.event_timestamp_ms,
-                        "event_offset": slot.event_offset}
+                        "members": sorted(summary.get("members", ())),
+                        "event_timestamp_ms": id_state.event_timestamp_ms,
+                        "event_offset": id_state.event_offset}
+
+
+def existing_groups(held: pa.Table, identity: pa.Table, committed: pa.Table, pending: pa.Table) -> pa.Table:
+    """The partitions' groups: those a family holds (`replay_groups`'), and the simple groups, made by offsets of an id
+    no family holds (state Empty, generation 0, no protocol type). When the newest record that removed an id's
+    group (a type-2 or modern group tombstone) came after every commit, its offsets are orphans the pre-4.0
+    coordinator loaded as a simple group (`is_orphan`). Open transactional commits count too: their replay
+    created the group, and they keep it (spec §8.4)."""
+    fields = GROUP_ROWS_SCHEMA.field("group").type
+    group_rows = [{"coordinator_partition": p, "group_id": g, **row, "is_orphan": False} for p, g, row in
+                  zip(*(held.column(c).to_pylist() for c in ("coordinator_partition", "group_id", "group")))]
+    holders = {g: (i["holder"], i["newest_identity_offset"]) for g, i in
+               zip(identity.column("group_id").to_pylist(), identity.column("identity").to_pylist())}
+    columns = ["coordinator_partition", "group_id", "record_offset"]
+    commits = pa.concat_tables([committed.select(columns), pending.select(columns)]).group_by(
+        columns[:2], use_threads=False).aggregate([("record_offset", "max")])
+    for partition, g, newest in zip(*(commits.column(c).to_pylist() for c in commits.column_names)):
+        holder, newest_identity = holders.get(g, (None, None))
+        if holder is not None:
+            continue
+        group_rows.append({
+            "coordinator_partition": partition, "group_id": g, **{f.name: None for f in fields}, "group_type": CLASSIC,
+            "state": "Empty", "generation": 0, "member_count": 0, "subscribed_topics": [],
+            "is_orphan": newest_identity is not None and newest_identity > newest})
+    schema = pa.schema([("coordinator_partition", pa.int32()), ("group_id", pa.string()), *fields,
+                        ("is_orphan", pa.bool_())])
+    return pa.Table.from_pylist(group_rows, schema=schema)
+
+
+def remaining_groups(groups: pa.Table, live: pa.Table, pending: pa.Table) -> pa.Table:
+    """The `groups` (`existing_groups`) that still exist once expiry has run, with offset_count (their `live`
+    offsets): the cleanup deletes an Empty group left with no offsets and no open transaction (spec §8.4;
+    `pending`: the open transactional commits), but never a share group."""
+    counts = pc.value_counts(live.column("group_id")).flatten() if live.num_rows else \
+        [pa.array([], pa.string()), pa.array([], pa.int64())]
+    at = pc.index_in(groups.column("group_id"), value_set=counts[0])
+    offset_count = pc.fill_null(pc.take(counts[1], at), 0).cast(pa.int32())
+    with_counts = groups.append_column("offset_count", offset_count)
+    open_groups = set(pending.column("group_id").to_pylist())
+    deletable = (mask(pc.equal(groups.column("state"), "Empty")) & (offset_count.to_numpy() == 0)
+                 & ~mask(pc.equal(groups.column("group_type"), "share"))
+                 & ~np.array([g in open_groups for g in groups.column("group_id").to_pylist()], bool))
+    return with_counts.filter(pa.array(~deletable))
+
+
+def group_activity(winners: pa.Table, others: pa.Table) -> pa.Table:
+    """Per group id, the offset and timestamp of the newest record about the group, metadata or offsets
+    (group_id, record_offset, record_timestamp): a group's newest offset record is the newest record of one of its
+    keys, so the keys' winners stand in for its offset records; `others`: the valid records of the other types."""
+    place = ["coordinator_partition", "record_offset"]
+    columns = [*place, "group_id", "record_timestamp"]
+    rows = pa.concat_tables([winners.select(columns), others.select(columns).cast(winners.select(columns).schema)])
+    rows = rows.filter(pc.is_valid(rows.column("group_id")))
+    newest = rows.group_by(["coordinator_partition", "group_id"], use_threads=False).aggregate(
+        [("record_offset", "max")])
+    # Offsets are unique in a coordinator partition: the newest offset names one record.
+    return rows.join(newest.select(["coordinator_partition", "record_offset_max"]).rename_columns(place), place,
+                     join_type="inner", use_threads=False)
+
+
+def member_level(rows: pa.Table, existing: pa.Table) -> pa.Table:
+    """The group replay's rows the member-level tables are named from: every member (a group expiry deletes is Empty, so
+    has none), the topic names, and the target assignments and topologies of the groups that exist."""
+    kind = rows.column("kind")
+    keep = pc.is_in(kind, value_set=pa.array(["member", "topic_name"]))
+    kept_groups = pc.is_in(rows.column("group_id"), value_set=existing.column("group_id"))
+    of_existing = pc.and_(pc.is_in(kind, value_set=pa.array(["target", "topology"])), kept_groups)
+    return rows.filter(pc.or_(keep, of_existing))
 
 
 _TICKS_PER_MS = {"ms": 1, "us": 1000, "ns": 1_000_000}
@@ -456,15 +529,15 @@ def _epoch_ms(column: pa.ChunkedArray) -> list[int | None]:
     return [None if t is None else t // per_ms for t in column.cast(pa.int64()).to_pylist()]
 
 
-def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.Table | None = None,
+def replay_groups(records: pa.Table, events: bool = True, offset_records: pa.Table | None = None,
                      quiet_through: dict[int, int] | None = None, last_events: pa.Table | None = None) -> pa.Table:
-    """The fold over coordinator partitions' valid group records up to as_of (columns coordinator_partition,
-    record_offset, record_timestamp, record_type, group_id, key, value), partition by partition, as FOLD_SCHEMA
+    """The replay of coordinator partitions' valid group records up to as_of (columns coordinator_partition,
+    record_offset, record_timestamp, record_type, group_id, key, value), partition by partition, as GROUP_ROWS_SCHEMA
     rows. `offset_records`: the partitions' offset records (coordinator_partition, group_id, record_offset), which
     tell a group that held only offsets when its type-2 tombstone deletes it (a group event). A resumed run's
     events (`PartitionReplay`): per partition, the offset through which the previous run replayed its records
-    (`quiet_through`), and the groups' `last_event` fold rows that run left (`last_events`)."""
-    columns: dict[str, list] = {name: [] for name in FOLD_SCHEMA.names}
+    (`quiet_through`), and the groups' `last_event` rows that run left (`last_events`)."""
+    columns: dict[str, list] = {name: [] for name in GROUP_ROWS_SCHEMA.names}
     records = records.sort_by([("coordinator_partition", "ascending"), ("record_offset", "ascending")])
     partitions = records.column("coordinator_partition").to_pylist()
     timestamps = _epoch_ms(records.column("record_timestamp"))
@@ -482,18 +555,18 @@ def replay_partition(records: pa.Table, events: bool = True, offset_records: pa.
         replay = PartitionReplay(events, _offsets_by_group(offsets), (quiet_through or {}).get(partition, -1),
                                  _last_events(last_events, partition) if events else None)
         for _, offset, ts, record_type, group_id, key, value in fed:
-            replay.feed(Record(offset, ts, record_type, key, value), group_id)
+            replay.feed(GroupRecord(offset, ts, record_type, key, value), group_id)
         for group_id, kind, row in replay.results():
             columns["coordinator_partition"].append(partition)
             columns["group_id"].append(group_id)
             columns["kind"].append(kind)
             for k in KINDS:
                 columns[k].append(row if k == kind else None)
-    return pa.table([pa.array(columns[f.name], type=f.type) for f in FOLD_SCHEMA], schema=FOLD_SCHEMA)
+    return pa.table([pa.array(columns[f.name], type=f.type) for f in GROUP_ROWS_SCHEMA], schema=GROUP_ROWS_SCHEMA)
 
 
 def _last_events(rows: pa.Table | None, partition: int) -> dict[str, dict[str, Any]]:
-    """group id -> its `last_event` (FOLD_SCHEMA rows of that kind) in coordinator partition `partition`."""
+    """group id -> its `last_event` (GROUP_ROWS_SCHEMA rows of that kind) in coordinator partition `partition`."""
     if rows is None or not rows.num_rows:
         return {}
     mine = rows.filter(pc.equal(rows.column("coordinator_partition"), partition))

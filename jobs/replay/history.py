@@ -1,12 +1,9 @@
 """offset_commits: every offset record the coordinator applied up to as_of, in the order it applied them, with
 what each replaced; and what consumer_lag and group_status read of them (jobs.derive).
 
-One coordinator partition's valid offset records, whole: a plain record and a tombstone apply where they are,
-a transactional commit at its COMMIT marker (jobs.replay.transactions), and only when no record on its key newer
-than it came before the marker (the broker keeps the committed offset with the greater record offset; a
-tombstone in between removed the pending commit); of two commits of one key in one transaction, the later
-replaced the earlier before either applied. Each row then gets its key's previous committed offset, the time
-since it and how many of the key's rows came before it, all of which stay true as the log grows: a run that
+One row per record of one coordinator partition's valid offset records (whole) that applied, where it applied
+(jobs.replay.applied: the applied sequence). Each row then gets its key's previous committed offset, the time since
+it and how many of the key's rows came before it, all of which stay true as the log grows: a run that
 resumes (jobs.replay.resume) appends the rows of its new records, each key continued from its last row before
 them (`earlier`: each key's state the previous run kept, `commit_state`).
 """
@@ -23,9 +20,8 @@ from jobs.base.tables import arrow_schema
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
-from jobs.replay.offsets import offset_keys
+from jobs.replay.applied import applied_sequence
 from jobs.replay.records import MAX_MS, MIN_MS
-from jobs.replay.transactions import fates
 from offsets_codec import decode_key
 
 _VALUE_FIELDS = ("offset", "leaderEpoch", "metadata", "commitTimestamp")
@@ -66,22 +62,15 @@ def offset_commits(offset_records: pa.Table, found: pa.Table, earlier: pa.Table 
     whole), given its markers `found` (jobs.replay.transactions.markers), and their Keys. `earlier`: each key's
     state (STATE_SCHEMA, `commit_state`) an earlier run left, when `offset_records` are what came after the rows
     it wrote (jobs.replay.resume): each key goes on from its last one."""
-    effective, _, position = fates(offset_records, found)
-    keys = pc.dictionary_encode(offset_keys(offset_records.column("key")).combine_chunks())
-    names = _names(keys.dictionary)
-    partition_of = np.full(names.num_rows, -1, np.int64)
-    code = numbers(keys.indices)
-    partition_of[code[::-1]] = numbers(offset_records.column("coordinator_partition"), -1)[::-1]  # a key's: one
-    names = pa.table({"coordinator_partition": pa.array(partition_of, pa.int32()),
+    sequence = applied_sequence(offset_records, found)
+    names = _names(sequence.keys)
+    names = pa.table({"coordinator_partition": pa.array(sequence.key_partition, pa.int32()),
                       **{name: names.column(name) for name in names.column_names}})
-    rows = np.flatnonzero(effective)
-    index = code[rows]
-    source = numbers(offset_records.column("record_offset"))[rows]
-    position = position[rows]
     at = _matched(earlier, names)
     heads = _heads(earlier, at)
-    keep = _applies(index, position, source, heads["source_record_offset"])
-    rows, index, position, source = rows[keep], index[keep], position[keep], source[keep]
+    keep = sequence.applies(heads["source_record_offset"])
+    rows, index = sequence.rows[keep], sequence.key[keep]
+    position, source = sequence.position[keep], sequence.source[keep]
     # In commit_date order: the table's folders are runs of rows, which a task writes without copying them again.
     stamp = offset_records.column("record_timestamp")
     day = np.where(mask(pc.is_valid(stamp)), micros(stamp) // 86_400_000_000, np.iinfo(np.int64).max)[rows]
@@ -123,47 +112,6 @@ def _heads(earlier: pa.Table | None, at: np.ndarray) -> dict[str, np.ndarray]:
     found["record_timestamp"][mine] = micros(rows.column("record_timestamp"))
     found["has_timestamp"][mine] = mask(pc.is_valid(rows.column("record_timestamp")))
     return found
-
-
-def _applies(key: np.ndarray, position: np.ndarray, source: np.ndarray, head_source: np.ndarray) -> np.ndarray:
-    """Per record, in application order per key (position, then the record's own offset): a commit followed by
-    one at the same position (the same transaction's later commit on the key) was replaced before it applied; a
-    commit applies only when every earlier record of its key is older than it (`head_source`, per key: the
-    source offset of its last row before these, -1 for none: applied rows' sources rise). Plain records always
-    apply."""
-    result = np.ones(len(key), bool)
-    moved = position != source  # transactional commits: only their keys' rows can be ruled out
-    if not moved.any():
-        return result
-    has_moved = np.zeros(int(key.max()) + 1, bool)
-    has_moved[key[moved]] = True
-    ruled = np.flatnonzero(has_moved[key])
-    k, p, s = key[ruled], position[ruled], source[ruled]
-    order = np.lexsort((s, p, k))
-    k, p, s = k[order], p[order], s[order]
-    n = len(k)
-    same_key = np.zeros(n, bool)  # the row follows another of its key
-    same_key[1:] = k[1:] == k[:-1]
-    superseded = np.zeros(n, bool)
-    superseded[:-1] = same_key[1:] & (p[1:] == p[:-1])
-    newest_before = np.full(n, -1, np.int64)
-    newest_before[1:] = np.where(same_key[1:], _running_max(s, same_key)[:-1], -1)
-    applies = ~superseded & (np.maximum(newest_before, head_source[k]) < s)
-    ruled_applies = np.empty(n, bool)
-    ruled_applies[order] = applies
-    result[ruled] = ruled_applies
-    return result
-
-
-def _running_max(values: np.ndarray, continues: np.ndarray) -> np.ndarray:
-    """The running maximum of `values`, restarting where `continues` is False."""
-    starts = np.flatnonzero(~continues)
-    ends = np.append(starts[1:], len(values))
-    low, width = int(values.min()), int(values.max() - values.min()) + 1
-    if len(starts) * width < 1 << 62:  # one pass: each run lifted above the ones before it
-        run = np.repeat(np.arange(len(starts), dtype=np.int64), ends - starts) * width
-        return np.maximum.accumulate(run + (values - low)) - run + low
-    return np.concatenate([np.maximum.accumulate(values[a:b]) for a, b in zip(starts, ends)])
 
 
 def _names(keys: pa.Array) -> pa.Table:

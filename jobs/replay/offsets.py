@@ -1,10 +1,5 @@
-"""Committed offsets (spec §7.2): the newest effective record per key wins, a tombstone meaning deleted.
-
-Kafka's in-order fold over offset records ends there once transactional commits are placed by their fate
-(jobs.replay.transactions): a plain record and a tombstone apply where they are, a committed transactional
-commit competes by its own offset, an aborted one never applies. A transactional commit whose transaction is
-still open is pending, the newest per key and producer, unless a tombstone came after it (a tombstone, from
-anyone, removes every producer's pending commit on its key). Only the winners are decoded: in bulk
+"""Committed offsets (spec §7.2): each key's last applied record (jobs.replay.applied), a tombstone meaning
+deleted, and the open transactional commits still pending. Only these are decoded: in bulk
 (jobs.decode.arrow_reader), the rare value it does not prove by the codec.
 """
 from __future__ import annotations
@@ -19,7 +14,7 @@ from jobs.base.arrow import TIMESTAMP, mask
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
-from jobs.replay.transactions import fates
+from jobs.replay.applied import applied_sequence
 from offsets_codec.wire import ZERO_UUID
 
 # A decoded offset commit: the committed offset's columns.
@@ -38,15 +33,6 @@ class OffsetState(NamedTuple):
     winners: pa.Table  # the newest effective record of every key, tombstones too: group_id, record_offset, timestamp
 
 
-def offset_keys(keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """Offset-commit keys' bytes after their type: types 0 and 1 share the key layout and the broker converts type
-    0 to type 1 before replay, so these bytes identify (group, topic, partition) whichever type wrote them."""
-    if not len(keys):
-        return keys
-    # An explicit end: pyarrow sizes its output by it.
-    return pc.binary_slice(keys, 2, max(pc.max(pc.binary_length(keys)).as_py() or 2, 2))
-
-
 def is_offset_record(rows: pa.Table) -> np.ndarray:
     head = pc.binary_slice(rows.column("key"), 0, 2)
     return mask(pc.is_in(head, value_set=pa.array(OFFSET_KEY_PREFIXES, pa.binary()))) & \
@@ -55,38 +41,14 @@ def is_offset_record(rows: pa.Table) -> np.ndarray:
 
 def offset_state(offset_records: pa.Table, found: pa.Table) -> OffsetState:
     """The committed offsets, the open transactional commits and the winners of coordinator partitions' valid
-    offset records (checked rows, reduced or whole) given their markers `found` (transactions.markers)."""
-    n = offset_records.num_rows
-    effective, still_open, _ = fates(offset_records, found)
-    live = mask(pc.is_valid(offset_records.column("value")))
-    keyed = pa.table({"coordinator_partition": offset_records.column("coordinator_partition"),
-                      "offset_key": offset_keys(offset_records.column("key")),
-                      "record_offset": offset_records.column("record_offset"),
-                      "producer_id": offset_records.column("producer_id"),
-                      "row": pa.array(np.arange(n, dtype=np.int64))})
-    key = ["coordinator_partition", "offset_key"]
-    winners = _newest(keyed.filter(pa.array(effective)), key)
-    pending = _newest(keyed.filter(pa.array(still_open)), [*key, "producer_id"])
-    tombstones = keyed.filter(pa.array(~live)).group_by(key, use_threads=False).aggregate(
-        [("record_offset", "max")])
-    pending = pending.join(tombstones, key, use_threads=False)
-    pending = pending.filter(pc.or_kleene(pc.is_null(pending.column("record_offset_max")),
-                                          pc.greater(pending.column("record_offset"),
-                                                     pending.column("record_offset_max"))))
-    won = offset_records.take(winners.column("row"))
+    offset records (checked rows, reduced or whole) given their markers `found` (transactions.markers): each key's
+    last applied record and its pending commits (jobs.replay.applied)."""
+    sequence = applied_sequence(offset_records, found)
+    won = offset_records.take(pa.array(sequence.newest()))
     won_live = mask(pc.is_valid(won.column("value")))
     return OffsetState(committed=decoded(won.filter(pa.array(won_live))),
-                       pending=decoded(offset_records.take(pending.column("row"))),
+                       pending=decoded(offset_records.take(pa.array(sequence.pending()))),
                        winners=won.select(["coordinator_partition", "group_id", "record_offset", "record_timestamp"]))
-
-
-def _newest(keyed: pa.Table, by: list[str]) -> pa.Table:
-    """Of `keyed`'s rows, the one with the highest offset per `by` (which holds coordinator_partition: offsets are
-    unique in a coordinator partition)."""
-    newest = keyed.group_by(by, use_threads=False).aggregate([("record_offset", "max")])
-    place = ["coordinator_partition", "record_offset"]
-    return keyed.join(newest.select(["coordinator_partition", "record_offset_max"]).rename_columns(place), place,
-                      join_type="inner", use_threads=False)
 
 
 def decoded(rows: pa.Table) -> pa.Table:

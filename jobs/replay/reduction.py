@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import TIMESTAMP, mask, micros, numbers
-from jobs.replay.transactions import is_marker, markers, next_marker_rows, transactional
+from jobs.base.arrow import TIMESTAMP, mask, micros
+from jobs.replay.transactions import decided
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
@@ -120,38 +120,20 @@ def _fold(tables: list[pa.Table]) -> pa.Table:
 
 def fold_decided(rows: pa.Table) -> pa.Table:
     """One coordinator partition's rows `combine`d, with the transactions decided before the cutoff folded in the
-    same fold, for a run that keeps its reduced log (jobs.replay.resume). A transactional commit whose producer's
-    next marker is COMMIT applies at its own offset like a plain commit (jobs.replay.transactions), so both are
-    folded like one (`reduced`: decided). An aborted commit stays whole with the marker that decides it, as does a
-    commit whose marker has not come or lies after the cutoff. The other markers decide nothing left in the log:
-    they are folded too (one row per fate, counted), at a place their producer had a marker, so none comes between
-    a commit and its marker. Right while no record comes later at an offset among these (jobs.pipeline then
-    replays the archive)."""
-    checked = mask(pc.is_null(rows.column("error")))
-    ok = checked & ~mask(rows.column("after_as_of"))
-    offset_commit = mask(pc.is_in(rows.column("record_type"), value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
-    commits = np.flatnonzero(transactional(rows) & offset_commit & ~mask(rows.column("reduced")) & checked)
-    marker_rows = np.flatnonzero(is_marker(rows))
-    if not len(commits) or not len(marker_rows):
+    same fold, for a run that keeps its reduced log (jobs.replay.resume): the committed transactional commits and
+    the markers that decide nothing left whole (jobs.replay.transactions.decided) are folded like plain commits
+    (`reduced`: decided)."""
+    ok = mask(pc.is_null(rows.column("error"))) & ~mask(rows.column("after_as_of"))
+    committed, deciding, idle = decided(rows, ok)
+    if idle is None:
         return _fold_where(rows, _foldable(rows))
-    found = markers(rows)  # marker_rows' markers
-    at = next_marker_rows(rows.select(["coordinator_partition", "record_offset", "producer_id"])
-                          .take(pa.array(commits)), found)
-    deciding = np.where(at >= 0, marker_rows[np.maximum(at, 0)], -1)  # per commit: its marker's row
-    settled = (deciding >= 0) & ok[commits] & ok[np.maximum(deciding, 0)]
-    fate = np.asarray(found.column("fate").to_numpy(zero_copy_only=False), dtype=object)[np.maximum(at, 0)]
-    committed = settled & (fate == "COMMIT")
     reduced = mask(rows.column("reduced")).copy()
-    reduced[commits[committed]] = True
-    idle = np.zeros(rows.num_rows, bool)
-    partition = numbers(rows.column("coordinator_partition"), -1)  # a partition without commits keeps its markers
-    idle[marker_rows] = ok[marker_rows] & np.isin(partition[marker_rows], partition[commits])
-    idle[deciding[(deciding >= 0) & ~committed]] = False  # a marker a whole commit waits for
+    reduced[committed] = True
     reduced |= idle
     # A folded commit stands for its marker too: no as_of before the marker is replayed from it.
     stamp = micros(rows.column("newest_timestamp")).copy()
-    decided_at = micros(rows.column("record_timestamp"))[deciding[committed]]
-    stamp[commits[committed]] = np.maximum(stamp[commits[committed]], decided_at)
+    decided_at = micros(rows.column("record_timestamp"))[deciding]
+    stamp[committed] = np.maximum(stamp[committed], decided_at)
     known = mask(pc.is_valid(rows.column("newest_timestamp")))
     rows = rows.set_column(rows.column_names.index("newest_timestamp"), "newest_timestamp",
                            pa.array(stamp, mask=~known).cast(TIMESTAMP))

@@ -12,17 +12,17 @@ A folded row stands for records on one side of its run's cutoff, and the records
 (`keep_late`): so the state serves any later as_of, whose cutoff is recomputed on the whole rows, but not an
 as_of before its newest folded record (`newest_folded`: the run then replays the archive).
 
-The group fold (jobs.replay.groups) decodes every group's records, and most groups have none new in a day: so the
-run also leaves its fold, each group's rows with a fingerprint of the records they were folded from
-(`_group_fold`), and the next run folds only the groups whose records differ (`reusable`). A group's fold reads
-nothing but its own records, so reused rows are those the fold would give again.
+The group replay (jobs.replay.groups) decodes every group's records, and most groups have none new in a day: so the
+run also leaves its group rows, each group's with a fingerprint of the records they were replayed from
+(`_group_fold`), and the next run replays only the groups whose records differ (`reusable`). A group's replay
+reads nothing but its own records, so reused rows are those its replay would give again.
 
 With the history, the rows the previous run wrote stay as they are, and a run appends those of the records it
 did not replay (`unreplayed`: after the offset through which it replayed their coordinator partition, and the
 transactional commits kept whole, whose row waits for their marker). Each such row needs a little of what came
 before it: its key's last row (jobs.replay.history.offset_commits), each key's last few rows and those in the rate
 window (group_status and the consume rates), all of it in `_history_state` (`history_state`, with each history
-table's rows so far, for the summary); and each group's last event (the group fold's `last_event` rows:
+table's rows so far, for the summary); and each group's last event (the group replay's `last_event` rows:
 jobs.replay.groups.PartitionReplay).
 """
 from __future__ import annotations
@@ -38,6 +38,7 @@ from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, conform
 from jobs.replay.chunk import LOG_SCHEMA
 from jobs.replay.counts import moments
 from jobs.replay.duplicates import CONFLICT
+from jobs.replay.groups import GROUP_ROWS_SCHEMA, of_kind, replay_groups
 from jobs.replay.history import STATE_SCHEMA
 from jobs.replay.records import RECORD_SCHEMA
 from jobs.replay.transactions import transactional
@@ -140,7 +141,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def reusable(earlier: pa.Table, now: pa.Table) -> pa.Table:
-    """The `earlier` fold rows (FOLD_STATE) of the groups whose fingerprint is `now`'s (`fingerprints`)."""
+    """The `earlier` group rows (FOLD_STATE) of the groups whose fingerprint is `now`'s (`fingerprints`)."""
     keys = ["group_id", *FINGERPRINT]
     rows = earlier.select(keys).append_column("row", pa.array(np.arange(earlier.num_rows)))
     same = rows.join(now.select(keys), keys=keys, join_type="left semi", use_threads=False)
@@ -190,9 +191,26 @@ def history_counts(state: pa.Table) -> dict[str, int]:
             for kind in COUNTED}
 
 
-def fold_state(fold: pa.Table, prints: pa.Table) -> pa.Table:
-    """Fold rows as FOLD_STATE rows: with their group's fingerprint (`fingerprints`)."""
-    at = pc.index_in(fold.column("group_id"), value_set=prints.column("group_id"))
-    columns = {**{name: fold.column(name) for name in fold.column_names},
+def replay_changed_groups(group_records: pa.Table, earlier: pa.Table | None, events: bool,
+                          placed: pa.Table | None, replayed_through: dict[int, int] | None
+                          ) -> tuple[pa.Table, pa.Table]:
+    """(the group replay's rows, FOLD_STATE rows for the next run) of coordinator partitions' group records, for a
+    run that keeps its log: the groups whose records are those of the `earlier` run's FOLD_STATE rows (or None)
+    keep their rows; the others are replayed again (jobs.replay.groups.replay_groups, with `events`, `placed`
+    and `replayed_through`, from each group's last event the earlier run left)."""
+    prints = fingerprints(group_records)
+    reused = reusable(earlier, prints) if earlier is not None else GROUP_ROWS_SCHEMA.empty_table()
+    again = pc.invert(pc.is_in(group_records.column("group_id"), value_set=pc.unique(reused.column("group_id"))))
+    last_events = of_kind(earlier, "last_event") if earlier is not None and events else None
+    rows = pa.concat_tables([replay_groups(group_records.filter(again), events, placed, replayed_through, last_events),
+                             reused.select(GROUP_ROWS_SCHEMA.names).cast(GROUP_ROWS_SCHEMA)])
+    kept = rows.filter(pc.not_equal(rows.column("kind"), "event"))  # events are the history's, never state
+    return rows, group_state_rows(kept, prints)
+
+
+def group_state_rows(rows: pa.Table, prints: pa.Table) -> pa.Table:
+    """The group replay's rows as FOLD_STATE rows: with their group's fingerprint (`fingerprints`)."""
+    at = pc.index_in(rows.column("group_id"), value_set=prints.column("group_id"))
+    columns = {**{name: rows.column(name) for name in rows.column_names},
                **{name: prints.column(name).take(at) for name in FINGERPRINT}}
     return conform(columns, FOLD_STATE)

@@ -3,7 +3,7 @@
 The broker keeps a transactional commit pending per producer until that producer's next marker in the same
 coordinator partition (OffsetMetadataManager.replayEndTransactionMarker): COMMIT applies it, where the marker is
 and unless the committed offset there was written by a newer record; ABORT drops it. So once each commit knows
-its next marker (`next_markers`), the replay needs no ordered fold: the state and the history place each commit
+its next marker (`next_markers`), the replay needs no in-order pass: the state and the history place each commit
 by its fate (`applied`).
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.base.arrow import mask, numbers
+from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 MARKER_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("record_offset", pa.int64()),
@@ -96,3 +97,32 @@ def fates(offset_records: pa.Table, found: pa.Table) -> tuple[np.ndarray, np.nda
         still_open[which[mask(pc.is_null(fate))]] = True
         position[which[committed]] = numbers(marker)[committed]
     return effective, still_open, position
+
+
+def decided(rows: pa.Table, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """What a fold may take of one coordinator partition's reduced rows (`ok`: checked and up to the cutoff), for a
+    run that keeps its reduced log (jobs.replay.reduction.fold_decided): (the rows of the transactional commits
+    decided COMMIT, with the rows of their markers: such a commit applies at its own offset like a plain one, so
+    it folds like one; per row, a marker that decides nothing left whole, None when nothing is decided). An
+    aborted commit stays whole with the marker that decides it, as does a commit whose marker has not come or
+    lies after the cutoff. The other markers are folded too (one row per fate, counted), at a place their
+    producer had a marker, so none comes between a commit and its marker. Right while no record comes later at
+    an offset among these (jobs.pipeline then replays the archive)."""
+    checked = mask(pc.is_null(rows.column("error")))
+    offset_commit = mask(pc.is_in(rows.column("record_type"), value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
+    commits = np.flatnonzero(transactional(rows) & offset_commit & ~mask(rows.column("reduced")) & checked)
+    marker_rows = np.flatnonzero(is_marker(rows))
+    if not len(commits) or not len(marker_rows):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), None
+    found = markers(rows)  # marker_rows' markers
+    at = next_marker_rows(rows.select(["coordinator_partition", "record_offset", "producer_id"])
+                          .take(pa.array(commits)), found)
+    deciding = np.where(at >= 0, marker_rows[np.maximum(at, 0)], -1)  # per commit: its marker's row
+    settled = (deciding >= 0) & ok[commits] & ok[np.maximum(deciding, 0)]
+    fate = np.asarray(found.column("fate").to_numpy(zero_copy_only=False), dtype=object)[np.maximum(at, 0)]
+    committed = settled & (fate == "COMMIT")
+    idle = np.zeros(rows.num_rows, bool)
+    partition = numbers(rows.column("coordinator_partition"), -1)  # a partition without commits keeps its markers
+    idle[marker_rows] = ok[marker_rows] & np.isin(partition[marker_rows], partition[commits])
+    idle[deciding[(deciding >= 0) & ~committed]] = False  # a marker a whole commit waits for
+    return commits[committed], deciding[committed], idle

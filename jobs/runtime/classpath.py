@@ -1,10 +1,13 @@
 """What the JVM of a session can load: Delta's writer, Spark's Kafka source."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
-def has_jvm_class(spark: Any, name: str) -> bool:
+def has_jvm_class(spark: SparkSession, name: str) -> bool:
     """True when the JVM can load `name` (e.g. Delta or the Kafka source were put on the classpath)."""
     try:
         loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()  # noqa: SLF001

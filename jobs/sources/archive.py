@@ -27,10 +27,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import mask, numbers, run_starts
+from jobs.base.arrow import TIMESTAMP, mask, numbers, run_starts
 from jobs.base.earlier import EarlierRun
 from jobs.base.storage import Location, write_parquet
-from jobs.base.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
+from jobs.base.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema, conform
 from jobs.replay.duplicates import SPAN_SCHEMA, copies, spans
 from jobs.replay.records import records
 
@@ -239,16 +239,14 @@ def archive_chunk(raw: Iterable[pa.Table | pa.RecordBatch], kernel: Callable[[It
 def raw_records(raw: pa.Table, run_id: str) -> pa.Table:
     """A source's raw rows as raw_records rows first seen by run `run_id` (batch metadata: null where the
     source has none)."""
-    schema = arrow_schema(ARCHIVE)
     n = raw.num_rows
     given = {
         **{name: raw.column(name) for name in raw.column_names},
-        "timestamp": records(raw).column("record_timestamp") if n else pa.nulls(0, pa.timestamp("us", tz="UTC")),
+        "timestamp": records(raw).column("record_timestamp") if n else pa.nulls(0, TIMESTAMP),
         FIRST_SEEN: pa.array([run_id] * n, pa.string()),
     }
     given.setdefault("topic", pa.array([OFFSETS_TOPIC] * n, pa.string()))
-    return pa.table([given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in schema],
-                    schema=schema)
+    return conform(given, ARCHIVE, n)
 
 
 def unique(staged: Location) -> int:

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from jobs.sources.archive import Archive
+    from jobs.sources.kafka_client import Cluster
+
 log = logging.getLogger("offsetlake")
 # Compressed bytes of a dump's row groups per task, at most (as many tasks as cores at least).
 TASK_BYTES = 256 << 20
@@ -33,9 +36,9 @@ class SourcePlan:
     size: int | None = None  # bytes, when known before reading
     ignored: tuple[Any, ...] = field(default=())  # segments: files and folders not read (segment_errors rows)
     columns: tuple[str, ...] = ()  # a dump: the contract's columns it has
-    kafka: Any = None  # a live cluster's resolved connection (jobs.sources.kafka_client.Cluster)
+    kafka: Cluster | None = None  # a live cluster's resolved connection
     kafka_reader: str = "auto"  # --kafka-reader: which reader Spark uses (jobs.sources.kafka_spark)
-    archive: Any = None  # --archive: what the archive holds (jobs.sources.archive.Archive)
+    archive: Archive | None = None  # --archive: what the archive holds
     archived: tuple[Any, ...] = ()  # the tasks that read the archived records
 
     @property
@@ -87,7 +90,7 @@ class SourcePlan:
         return normalise(read_kafka(spark, self.kafka, list(self.tasks), self.kafka_reader), str(self.spec))
 
 
-def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int, archive: Any = None, read_back: bool = True
+def plan_source(spec: SourceSpec, kafka: KafkaOptions, cores: int, archive: Archive | None = None, read_back: bool = True
                 ) -> SourcePlan:
     """Plan `spec` for `cores` workers (no Spark); with `archive` (jobs.sources.archive.Archive), after what it
     holds, and its records too unless not `read_back` (a replay state stands for them: jobs.replay.resume)."""

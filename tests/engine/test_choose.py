@@ -8,16 +8,9 @@ import pytest
 import jobs.cli
 
 from jobs.base.errors import BadInput
-from jobs.config import RebuildConfig, SourceSpec
+from jobs.config import RebuildConfig
 from jobs.engine import choose_runner
 from jobs.engine.local import LocalRunner
-
-
-class Config:
-    def __init__(self, source: str, engine: str = "auto", workers: int | None = None) -> None:
-        self.source = SourceSpec(*source.split(":", 1))
-        self.engine = engine
-        self.workers = workers
 
 
 @pytest.fixture(autouse=True)
@@ -27,10 +20,10 @@ def no_launcher(monkeypatch):
 
 
 def test_a_local_source_on_a_command_line_runs_on_the_local_pool():
-    runner = choose_runner(Config("parquet:/dumps/offsets"))
+    runner = choose_runner("auto", None, "offsetlake rebuild parquet:/dumps/offsets")
     assert isinstance(runner, LocalRunner) and runner.processes
-    assert choose_runner(Config("segments:/var/lib/kafka", workers=3)).cores == 3
-    in_process = choose_runner(Config("parquet:/dumps/offsets", engine="local", workers=0))
+    assert choose_runner("auto", 3, "offsetlake rebuild segments:/var/lib/kafka").cores == 3
+    in_process = choose_runner("local", 0, "offsetlake rebuild parquet:/dumps/offsets")
     assert not in_process.processes
 
 
@@ -40,13 +33,13 @@ def test_spark_submit_databricks_and_spark_connect_run_on_spark(monkeypatch, lau
     import jobs.engine.spark as spark_engine
 
     chosen = []
-    monkeypatch.setattr(spark_engine, "SparkRunner", lambda spark, cfg: chosen.append(cfg) or "spark runner")
-    assert choose_runner(Config("parquet:/dumps/offsets")) == "spark runner" and chosen
+    monkeypatch.setattr(spark_engine, "SparkRunner", lambda spark, label: chosen.append(label) or "spark runner")
+    assert choose_runner("auto", None, "offsetlake rebuild parquet:/dumps/offsets") == "spark runner" and chosen
 
 
 def test_a_dump_on_an_object_store_runs_on_the_local_pool_too():
     # pyarrow reads it (tests/lake/test_object_store.py): only a launcher or a session chooses Spark.
-    assert isinstance(choose_runner(Config("parquet:s3://bucket/dump")), LocalRunner)
+    assert isinstance(choose_runner("auto", None, "offsetlake rebuild parquet:s3://bucket/dump"), LocalRunner)
 
 
 def test_an_unknown_engine_is_refused_before_anything_runs(tmp_path):

@@ -15,7 +15,8 @@ from reference_replay import LogEntry, replay_log
 from jobs.base.arrow import TIMESTAMP
 from jobs.base.tables import arrow_schema
 from jobs.decode.check import check
-from jobs.replay.history import _running_max, commit_state, commit_windows, consume_rates, offset_commits
+from jobs.replay.applied import running_max
+from jobs.replay.history import commit_state, commit_windows, consume_rates, offset_commits
 from jobs.replay.records import records
 from jobs.replay.reduction import whole
 from jobs.replay.transactions import fates, markers
@@ -220,7 +221,7 @@ def test_the_running_maximum_restarts_at_each_key(span):
     for v, c in zip(values.tolist(), continues.tolist()):
         high = v if not c else max(high, v)
         want.append(high)
-    assert _running_max(values, continues).tolist() == want
+    assert running_max(values, continues).tolist() == want
 
 
 # --- what group_status and consumer_lag read --------------------------------------------------------------

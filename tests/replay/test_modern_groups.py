@@ -14,7 +14,7 @@ from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
 from runs import rebuild_tables, utc_ms as utc
 
 from jobs.decode.check import check
-from jobs.replay.groups import GROUP_TYPES, replay_partition
+from jobs.replay.groups import GROUP_TYPES, replay_groups
 from jobs.replay.records import records
 
 ORDERS = base64.urlsafe_b64encode(bytes(range(1, 17))).decode().rstrip("=")
@@ -356,14 +356,14 @@ def test_early_access_share_records_are_quarantined_with_a_reason(tmp_path):
 
 
 def _fold(rows: list[tuple]) -> list[dict]:
-    """The fold's output rows (jobs.replay.groups.replay_partition) over an OffsetsLog's rows `rows` (one
+    """The fold's output rows (jobs.replay.groups.replay_groups) over an OffsetsLog's rows `rows` (one
     coordinator partition), checked as a run checks them, without a run."""
     log = OffsetsLog()
     log.rows = rows
     checked = check(records(log.table()))
     assert checked.column("error").null_count == checked.num_rows
     group_records = checked.filter(pc.is_in(checked.column("record_type"), pa.array(GROUP_TYPES, pa.int16())))
-    return replay_partition(group_records).to_pylist()
+    return replay_groups(group_records).to_pylist()
 
 
 def _events(log: OffsetsLog) -> list[dict]:

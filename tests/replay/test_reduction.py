@@ -188,7 +188,7 @@ def _sorted(rows: list[dict]) -> list[dict]:
 def test_a_resumed_replay_folds_again_only_the_groups_whose_records_changed(monkeypatch):
     """Three groups in the first run; the second adds a record of one and deletes another. Only those two are
     decoded and folded again; the third's rows are the kept ones, and every output equals the whole log's."""
-    import jobs.replay.partition as partition
+    import jobs.replay.resume as resume
 
     log = OffsetsLog()
     for name in ("kept", "joined", "deleted"):
@@ -201,13 +201,13 @@ def test_a_resumed_replay_folds_again_only_the_groups_whose_records_changed(monk
     state, fold = _kept(raw.slice(0, first), 5)
     assert sorted(set(fold.column("group_id").to_pylist())) == ["deleted", "joined", "kept"]
     folded: list[str] = []
-    fold_groups = partition.fold_groups
+    replay_groups = resume.replay_groups
 
     def counted(records: pa.Table, *args, **kwargs) -> pa.Table:
         folded.extend(set(records.column("group_id").to_pylist()))
-        return fold_groups(records, *args, **kwargs)
+        return replay_groups(records, *args, **kwargs)
 
-    monkeypatch.setattr(partition, "fold_groups", counted)
+    monkeypatch.setattr(resume, "replay_groups", counted)
     resumed = pa.concat_tables([_whole(raw.slice(first), 10), from_state(state, (LOG_T0 + 10 * MINUTE) * 1000)["log"]])
     found = _replayed(resumed, 10, keep_log=True, folded=fold)
     assert sorted(folded) == ["deleted", "joined"]

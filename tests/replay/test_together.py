@@ -1,4 +1,4 @@
-"""Coordinator partitions replayed at once (jobs.replay.partition.together): what each table holds is what the
+"""Coordinator partitions replayed at once (jobs.replay.partition.partition_sets): what each table holds is what the
 replay of each partition alone gives, whether their group ids are their own (one replay of all of them) or some
 id is in two partitions (those partitions then alone). Offsets repeat across partitions, as they do in Kafka."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from jobs.decode.check import check
 from jobs.derive.stage import DeriveSettings, derive_partition
 from jobs.pipeline import _derive_kernel, _replay_kernel
 from jobs.replay.counts import total
-from jobs.replay.partition import ReplaySettings, replay_partition, together
+from jobs.replay.partition import ReplaySettings, partition_sets, replay_partition
 from jobs.replay.records import RECORD_SCHEMA, records
 from jobs.replay.reduction import whole
 
@@ -88,6 +88,6 @@ def test_a_group_id_in_two_partitions_sends_them_alone():
     table = pa.table({"coordinator_partition": pa.array([0, 1, 2, 3, None], pa.int32()),
                       "group_id": ["g", "g", "h", "i", "g"]})
     parts = [sorted(set(t["log"].column("coordinator_partition").to_pylist()), key=str)
-             for t in together({"log": table}, keyed=["log"])]
+             for t in partition_sets({"log": table}, keyed=["log"])]
     assert parts == [[2, 3, None], [0], [1]]
-    assert [t["log"].num_rows for t in together({"log": table.slice(2)}, keyed=["log"])] == [3]
+    assert [t["log"].num_rows for t in partition_sets({"log": table.slice(2)}, keyed=["log"])] == [3]
