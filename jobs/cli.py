@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import click
 
-from jobs.errors import BadInput, RunFailed
+from jobs.base.errors import BadInput, RunFailed
 
 log = logging.getLogger("offsetlake")
 EXIT_BAD_INPUT = 2
@@ -52,7 +52,7 @@ class OneLineGroup(click.Group):
         except Exception as e:  # an internal failure: still one line, the traceback only on request
             if debug:
                 raise
-            from jobs.lake.storage import first_line
+            from jobs.base.storage import first_line
 
             _fail(f"{type(e).__name__}: {first_line(e, 500)} (run with --debug for the traceback"
                   f"{_spark_log_hint()})", EXIT_FAILURE)
@@ -554,9 +554,9 @@ def demo(workdir: str, records: int) -> None:
 
     base = Path(output_folder(workdir, "--dir", local=True).path)  # before the sample is written there
 
-    from jobs.lake.storage import located
-    from jobs.tools.sample import write_sample
+    from jobs.base.storage import located
     from jobs.readers.views import show_tables
+    from jobs.tools.sample import write_sample
 
     dump, ends, logs, tables = base / "dump", base / "end-offsets.txt", base / "kafka-logs", base / "tables"
     starts = base / "log-start-offsets.txt"

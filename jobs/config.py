@@ -16,21 +16,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.errors import BadInput
+from jobs.base.data import data_dir
+from jobs.base.errors import BadInput
 
 if TYPE_CHECKING:
-    from jobs.lake.storage import Location
-
-PACKAGE_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE_DIR.parent  # a checkout; in an installed wheel this is site-packages
-
-
-def data_dir(name: str) -> Path:
-    """`schemas` or `conf`: inside the package in an installed wheel (pyproject.toml maps them there as
-    jobs/schemas and jobs/conf), beside jobs/ in a checkout, where they are edited."""
-    packaged = PACKAGE_DIR / name
-    return packaged if packaged.is_dir() else REPO_ROOT / name
-
+    from jobs.base.storage import Location
 
 CONF_DIR = data_dir("conf")
 CONF_FILE = CONF_DIR / "offsetlake.toml"
@@ -68,7 +58,7 @@ class SourceSpec:
     @property
     def dump(self) -> "Location":
         """A parquet source's location."""
-        from jobs.lake.storage import Location
+        from jobs.base.storage import Location
 
         return Location.parse(self.location, dict(self.storage), f"--source {self.kind}:")
 
@@ -97,10 +87,10 @@ def log_dir(location: str) -> Path:
 def output_folder(location: str, option: str = "--output", *, new: bool = False, local: bool = False,
                   storage_options: dict[str, str] | None = None) -> "Location":
     """A folder this process can write in, or create (`new`: one that must not exist yet, as a dump is never
-    overwritten): a local path (relative to the working folder) or a URI (jobs.lake.storage), whose filesystem
+    overwritten): a local path (relative to the working folder) or a URI (jobs.base.storage), whose filesystem
     is asked once, so that a bucket that does not exist, missing credentials or an unreachable endpoint is one
     line now rather than a failure after the work."""
-    from jobs.lake.storage import Location
+    from jobs.base.storage import Location
 
     where = Location.parse(location, storage_options, option)
     check_writable(where, location, option, new=new, local=local)
@@ -139,7 +129,7 @@ def check_writable(where: "Location", location: str, option: str = "--output", *
 
 def storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
     """--storage-option KEY=VALUE pairs as a dict."""
-    from jobs.lake.storage import parse_storage_options
+    from jobs.base.storage import parse_storage_options
 
     return parse_storage_options(pairs)
 
@@ -218,7 +208,7 @@ class CatalogOptions:
         if not SQL_IDENTIFIER.fullmatch(database):
             raise BadInput(f"--catalog-database {database!r}: not a SQL identifier (letters, digits and _, "
                            f"not starting with a digit, at most 128)")
-        from jobs.lake.storage import Location
+        from jobs.base.storage import Location
 
         if catalog_dir is None:
             where = Location.parse(output)
@@ -253,7 +243,7 @@ class RebuildConfig:
     keep_runs: int | None = None  # delete files only versions older than the last N complete runs reference
     engine: str = "auto"  # who runs the kernel: local, spark, or auto (jobs.engine.choose_runner)
     workers: int | None = None  # the local runner's worker processes (None: one per core; 0: this process)
-    storage: tuple[tuple[str, str], ...] = ()  # --storage-option pairs (jobs.lake.storage)
+    storage: tuple[tuple[str, str], ...] = ()  # --storage-option pairs (jobs.base.storage)
     archive: bool = False  # keep every raw record read in DIR/raw_records; read only what is not there yet
     lock_lease_seconds: float = 300.0  # the output lock's lease (jobs.lake.output_lock)
     log_start_offsets: str | None = None  # a file of log start offsets (kafka-get-offsets.sh --time -2)
@@ -313,7 +303,7 @@ class RebuildConfig:
         if keep_runs is not None and keep_runs < 1:
             raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
         storage = storage_options(tuple(given["storage_option"] or ()))
-        from jobs.lake.storage import Location
+        from jobs.base.storage import Location
 
         return cls(
             as_of=parse_time(given["as_of"]) if given["as_of"] is not None else None,
@@ -357,7 +347,7 @@ def check_places(cfg: RebuildConfig) -> None:
     a folder, an output it cannot write Delta tables in (its filesystem asked once, so that a bucket that does not
     exist, missing credentials or an unreachable endpoint is one line now rather than a failure after the work),
     a --catalog-dir it cannot write in. Part of the input check (jobs.sources.check_inputs)."""
-    from jobs.lake.storage import Location
+    from jobs.base.storage import Location
 
     if cfg.source.kind == "segments":
         log_dir(cfg.source.location)

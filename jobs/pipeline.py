@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.errors import LockLost
+from jobs.base.tables import (ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, HISTORY_TABLES, REPLAY_STATE, TABLES,
+                              arrow_schema)
 from jobs.config import RebuildConfig
-from jobs.errors import LockLost
 from jobs.derive.end_offsets import Snapshots, added_history, history_rows, merge_history
 from jobs.derive.members import topic_names
 from jobs.derive.stage import OUTPUTS as DERIVE_OUTPUTS, DeriveSettings, derive_partition
@@ -30,8 +32,6 @@ from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
 from jobs.lake.runs import keep_runs, new_run_id, snapshot, storage_failures
 from jobs.lake.sink import TableSink
-from jobs.lake.tables import (ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, HISTORY_TABLES, REPLAY_STATE, TABLES,
-                              arrow_schema)
 from jobs.lake.upkeep import upkeep
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk, without_foreign
 from jobs.replay.duplicates import overlapping
@@ -40,8 +40,8 @@ from jobs.replay.resume import COUNTED as HISTORY_APPENDS, from_state
 from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS, replay_share_state
 from jobs.sources.archive import (OUTPUTS as ARCHIVE_OUTPUTS, Archive, archive_chunk, merged, offset_ranges,
                                   unique)
-from jobs.sources.end_offsets import is_live, live_cluster, load_end_offsets
 from jobs.sources import check_inputs
+from jobs.sources.end_offsets import is_live, live_cluster, load_end_offsets
 from jobs.sources.plan import SourcePlan, plan_source
 from jobs.sources.replay_state import ReplayState
 from jobs.sources.tasks import task_errors
@@ -81,14 +81,14 @@ def _catalog_session(cfg: RebuildConfig, spark: SparkSession | None) -> SparkSes
     """With --catalog-database: the session that registers the tables, checked before any table changes."""
     if not cfg.catalog:
         return None
-    from jobs.lake.catalog import check_catalog
+    from jobs.lake.catalog import LocalCatalog, check_catalog
 
     if spark is None:
         from jobs.runtime.session import get_spark
 
         log.info("starting Spark to register the tables as %s.<table> (--catalog-database): this takes a while",
                  cfg.catalog.database)
-        spark = get_spark(cfg.catalog.folder)
+        spark = get_spark(None if cfg.catalog.folder is None else LocalCatalog(cfg.catalog.folder))
     check_catalog(spark, cfg.output, cfg.catalog.database, cfg.catalog.folder)
     return spark
 
@@ -133,8 +133,9 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: SparkSession | None) -> di
     topic_ids = read_topic_ids(cfg.topic_ids, dict(cfg.storage)) if cfg.topic_ids else {}
     runner = choose_runner(cfg.engine, cfg.workers, f"offsetlake rebuild {cfg.source}", spark)
     # Read once the lock's recovery has undone what an unfinished run appended.
-    archive = Archive.open(cfg.output, exact=cfg.source.kind == "parquet") if cfg.archive else None
-    resumed, whole_because = ReplayState.open(cfg.output, cutoff_us(started_at, cfg.as_of), started_at, cfg.history,
+    newest_run = snapshot(cfg.output, [ARCHIVE]) if cfg.archive else None  # read back through one interface
+    archive = Archive.open(newest_run, exact=cfg.source.kind == "parquet") if newest_run is not None else None
+    resumed, whole_because = ReplayState.open(newest_run, cutoff_us(started_at, cfg.as_of), started_at, cfg.history,
                                               (cfg.status_window, cfg.rate_window_ms)) if archive is not None \
         else (None, None)
     plan = plan_source(cfg.source, cfg.kafka, runner.cores, archive, read_back=resumed is None)

@@ -11,11 +11,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.tables import ARCHIVE, HISTORY_TABLES, TABLES
 from jobs.config import RebuildConfig
 from jobs.engine.handoffs import CHUNKS, DERIVED, REPLAYED
 from jobs.engine.stages import StagingLayout
 from jobs.lake.sink import TableSink
-from jobs.lake.tables import ARCHIVE, HISTORY_TABLES, TABLES
 from jobs.replay.chunk import foreign_records
 from jobs.replay.counts import total
 from jobs.replay.resume import history_counts

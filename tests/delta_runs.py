@@ -10,8 +10,8 @@ import pyarrow as pa
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 
+from jobs.base.tables import arrow_schema
 from jobs.lake.runs import commit_metadata, committed_version, new_run_id, record_run
-from jobs.lake.tables import arrow_schema
 
 AS_OF = datetime(2026, 11, 1, 8, tzinfo=timezone.utc)
 

@@ -9,10 +9,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from jobs.base.storage import Location
+from jobs.base.tables import TABLES
 from jobs.config import RebuildConfig
 from jobs.lake.runs import snapshot
-from jobs.lake.storage import Location
-from jobs.lake.tables import TABLES
 from jobs.pipeline import run
 
 MS = 1000

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import mask
 from jobs.decode.arrow_reader import proven, read
-from jobs.replay.records import mask
 from offsets_codec import REGISTRY, SHARE_STATE, SHARE_STATE_REGISTRY, DecodeError, decode_key, decode_value
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 

@@ -9,25 +9,19 @@ the same to the bit.
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import TIMESTAMP, arrow_schema
+from jobs.base.arrow import TIMESTAMP, epoch_us, known, mask, numbers
+from jobs.base.tables import arrow_schema, conform
 
 SCHEMA = arrow_schema("end_offsets_history")
 TOPIC_PARTITION = ["topic", "partition"]
 KEY = [*TOPIC_PARTITION, "observed_at"]  # the table is unique on it
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _NEVER = np.iinfo(np.int64).max  # a null log end, in Snapshots' running minimum: it never "had not passed" an offset
-
-
-def epoch_us(moment: datetime) -> int:
-    """A moment as epoch microseconds, exactly (a naive one is UTC, the session time zone Spark ran in)."""
-    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
 def history_rows(ends: pa.Table, as_of: datetime) -> pa.Table:
@@ -42,7 +36,7 @@ def history_rows(ends: pa.Table, as_of: datetime) -> pa.Table:
     columns = {"topic": ends.column("topic"), "partition": ends.column("partition"),
                "log_end_offset": ends.column("offset"), "log_start_offset": optional("log_start_offset"),
                "observed_at": observed, "fetched_at": optional("fetched_at")}
-    return _conform(columns, ends.num_rows)
+    return conform(columns, SCHEMA, ends.num_rows)
 
 
 def merge_history(previous: pa.Table | None, new: pa.Table) -> pa.Table:
@@ -52,7 +46,7 @@ def merge_history(previous: pa.Table | None, new: pa.Table) -> pa.Table:
     highest log end, then log start, then fetch time (nulls last): deterministic. fetched_at is null where
     `previous` has none."""
     frames = [(new, 1)] if previous is None else [(new, 1), (previous, 0)]
-    both = pa.concat_tables([_conform({c: t.column(c) for c in t.column_names}, t.num_rows).append_column(
+    both = pa.concat_tables([conform(t, SCHEMA, t.num_rows).append_column(
         "_newer", pa.array(np.full(t.num_rows, newer, np.int8))) for t, newer in frames])
     ranked = both.sort_by([*((c, "ascending", "at_end") for c in KEY), ("_newer", "descending", "at_end"),
                            *((c, "descending", "at_end") for c in ("log_end_offset", "log_start_offset",
@@ -70,29 +64,18 @@ def added_history(previous: pa.Table | None, new: pa.Table) -> tuple[pa.Table, b
     rows = merge_history(None, new)
     if previous is None or not previous.num_rows or not rows.num_rows:
         return rows, False
-    before = _conform({c: previous.column(c) for c in previous.column_names}, previous.num_rows).append_column(
+    before = conform(previous, SCHEMA, previous.num_rows).append_column(
         "_held", pa.array(np.ones(previous.num_rows, bool)))
     values = [c for c in SCHEMA.names if c not in KEY]
     joined = rows.join(before.select([*KEY, *values, "_held"]), KEY, join_type="left outer", right_suffix="_before",
                        use_threads=False)
-    held = mask_of(joined.column("_held"))
+    held = mask(joined.column("_held"))
     same = held.copy()
     for c in values:
         now, then = joined.column(c), joined.column(f"{c}_before")
         both_null = pc.and_(pc.is_null(now), pc.is_null(then))
-        same &= mask_of(pc.or_(pc.fill_null(pc.equal(now, then), False), both_null))
+        same &= mask(pc.or_(pc.fill_null(pc.equal(now, then), False), both_null))
     return joined.filter(pa.array(~same)).select(SCHEMA.names), bool((held & ~same).any())
-
-
-def mask_of(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A boolean column as a numpy mask, null as False."""
-    return np.asarray(pc.fill_null(values, False), dtype=bool)
-
-
-def _conform(columns: dict, n: int) -> pa.Table:
-    """SCHEMA's columns from `columns`, cast; a missing optional one null."""
-    return pa.table([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type) for f in SCHEMA],
-                    schema=SCHEMA)
 
 
 def _same_as_previous(column: pa.ChunkedArray) -> np.ndarray:
@@ -147,7 +130,7 @@ class Snapshots:
 
     @classmethod
     def of(cls, history: pa.Table, as_of_us: int | None = None) -> Snapshots:
-        table = _conform({c: history.column(c) for c in history.column_names}, history.num_rows)
+        table = conform(history, SCHEMA, history.num_rows)
         keep = pc.and_(pc.is_valid(table.column("topic")), pc.is_valid(table.column("partition")))  # never joined
         if as_of_us is not None:  # a null observed_at is not at or before anything
             keep = pc.and_(keep, pc.less_equal(table.column("observed_at"), pa.scalar(as_of_us, TIMESTAMP)))
@@ -273,13 +256,3 @@ def ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     """The numbers of every [start, stop), one range after the other."""
     lengths = stops - starts
     return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
-
-
-def numbers(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """An integer column as int64 numpy, 0 where null (see known)."""
-    return np.asarray(pc.fill_null(column, 0).to_numpy(zero_copy_only=False), np.int64)
-
-
-def known(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Where a column is not null, as numpy."""
-    return np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), bool)

@@ -9,8 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.derive.end_offsets import Snapshots, epoch_us, known, numbers
-from jobs.lake.tables import TIMESTAMP, arrow_schema
+from jobs.base.arrow import TIMESTAMP, epoch_us, known, numbers
+from jobs.base.tables import conform
+from jobs.derive.end_offsets import Snapshots
 
 # 15 minutes: 180 commits at the Java consumer's default auto.commit.interval.ms (5 s), so a rate is an average
 # over many commits rather than the last two; three end-offset snapshots when rebuilds run every 5 minutes
@@ -84,8 +85,7 @@ def consumer_lag(committed: pa.Table, snapshots: Snapshots, as_of: datetime | No
         "records_lost": pa.array(lost, mask=~has_lost),
         "progress": pa.repeat(pa.scalar(progress, pa.string()), committed.num_rows),
     }
-    schema = arrow_schema("consumer_lag")
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, "consumer_lag")
 
 
 def _consume_rates(rows: pa.Table, rates: pa.Table | None) -> tuple[np.ndarray, np.ndarray]:

@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import arrow_schema
-from jobs.replay.groups import CLASSIC, of_kind
+from jobs.base.tables import arrow_schema
 from jobs.replay.contract import timestamps_ms
+from jobs.replay.groups import CLASSIC, of_kind
 
 MEMBER_TABLES = ("group_members", "group_target_assignments", "streams_topologies")
 # Member state names by family and code (modern/MemberState.java, streams/MemberState.java).

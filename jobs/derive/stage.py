@@ -9,11 +9,11 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from jobs.base.tables import arrow_schema
 from jobs.derive.end_offsets import Snapshots
 from jobs.derive.lag import consumer_lag
 from jobs.derive.members import member_tables
 from jobs.derive.status import group_status
-from jobs.lake.tables import arrow_schema
 from jobs.replay.share_state import share_lag_rows
 
 # The replay's outputs each partition's derivation reads (jobs.replay.partition.OUTPUTS, and share_state.OUTPUTS:

@@ -18,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.derive.end_offsets import Snapshots, epoch_us, known, numbers, ranges
-from jobs.lake.tables import TIMESTAMP, arrow_schema
+from jobs.base.arrow import TIMESTAMP, epoch_us, known, numbers
+from jobs.base.tables import conform
+from jobs.derive.end_offsets import Snapshots, ranges
 
 STATUS_WINDOW = 10  # Burrow's storage `intervals` default: commits kept per partition
 ALLOWED_LAG = 0  # Burrow's evaluator `allowed-lag` default: a lag at or below it counts as none
@@ -126,8 +127,7 @@ def group_status(windows: pa.Table, snapshots: Snapshots | None, as_of: datetime
         "window_offsets": pa.ListArray.from_arrays(list_offsets, offsets),
         "window_lags": pa.ListArray.from_arrays(list_offsets, lags),
     }
-    schema = arrow_schema("group_status")
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, "group_status")
 
 
 def partition_status(offsets: list[int | None], lags: list[int | None], current_lag: int | None, stop: bool,

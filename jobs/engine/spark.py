@@ -4,7 +4,7 @@ Each pass is one Spark job whose tasks are the local runner's (jobs.engine.stage
 partition_task): a source task reads its share of the source itself (a dump's row groups, a log dir's
 segments, a live partition's slice) and a partition task its group of coordinator partitions, each writing its
 outputs where the next pass and the sink read them (the run's staging area and the tables' run folders, through
-jobs.lake.storage). Spark schedules, places and retries them; no record crosses the JVM. A task's files are
+jobs.base.storage). Spark schedules, places and retries them; no record crosses the JVM. A task's files are
 named by its input (a source task, a group), so a task Spark runs again replaces what its first attempt wrote.
 
 Only Spark's own Kafka source (--kafka-reader spark, its jar on the classpath) is read by Spark: its frame goes

@@ -19,13 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from jobs.base.arrow import numbers, run_starts
+from jobs.base.hive import NULL_PARTITION, data_files
+from jobs.base.storage import Location, close_parquet
+from jobs.base.tables import STAGED_TABLES, conform, partition_columns
 from jobs.engine.handoffs import CHUNKS, Staged
 from jobs.kill_points import kill_point
-from jobs.lake.hive import NULL_PARTITION, data_files
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
-from jobs.lake.storage import Location, close_parquet
-from jobs.lake.tables import STAGED_TABLES, conform, partition_columns
-from jobs.replay.records import numbers
 
 if TYPE_CHECKING:
     from jobs.sources.plan import SourcePlan
@@ -148,7 +148,7 @@ class TaskOutputs:
         if not table.num_rows:
             return
         schema = self.outputs[name]
-        table = conform(table, name) if self.layout.is_table(name) else table.select(schema.names).cast(schema)
+        table = conform(table, schema)
         if name in LOGS:
             for partition, rows in _by_partition(table).items():
                 p = (name, -1 if partition is None else partition)
@@ -287,7 +287,7 @@ def _by_partition(table: pa.Table) -> dict[int | None, pa.Table]:
     partition = numbers(table.column("coordinator_partition"), -1)
     order = np.argsort(partition, kind="stable")
     table, partition = table.take(pa.array(order)), partition[order]
-    starts = np.flatnonzero(np.concatenate([[True], partition[1:] != partition[:-1]])) if len(partition) else []
+    starts = run_starts(partition)
     return {(int(partition[a]) if partition[a] >= 0 else None): table.slice(a, b - a)
             for a, b in zip(starts, [*starts[1:], len(partition)])}
 

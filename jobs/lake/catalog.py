@@ -30,12 +30,14 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from datetime import date, datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from jobs.errors import BadInput
-from jobs.lake.storage import Location, located
+from jobs.base.arrow import EPOCH, epoch_us
+from jobs.base.errors import BadInput
+from jobs.base.storage import Location, located
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,7 +52,6 @@ METASTORE_SETTINGS = ("spark.sql.catalogImplementation", "spark.hadoop.hive.meta
 # Spark's default list, plus Derby: the JVM then has one Derby engine, which a later SparkContext of the same
 # process shares (a second engine in another class loader could not open the database the first one holds).
 SHARED_PREFIXES = "com.mysql.jdbc,org.postgresql,com.microsoft.sqlserver,oracle.jdbc,org.apache.derby"
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def metastore_configured(launcher_settings: Iterable[str], environ: dict[str, str] | None = None) -> bool:
@@ -70,6 +71,22 @@ def local_catalog_settings(folder: Path) -> dict[str, str]:
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true",
         "spark.sql.hive.metastore.sharedPrefixes": SHARED_PREFIXES,
     }
+
+
+@dataclass(frozen=True)
+class LocalCatalog:
+    """Spark's Hive catalog in an embedded Derby database under `folder` (absolute), for a session this process
+    builds where the launcher configured no catalog or metastore (jobs.runtime.session.get_spark)."""
+
+    folder: Path
+
+    def settings(self, launcher_settings: set[str]) -> dict[str, str]:
+        return {} if metastore_configured(launcher_settings) else local_catalog_settings(self.folder)
+
+    def opened(self, spark: Any) -> None:
+        # Derby writes its log to the working folder unless told otherwise; it starts on first catalog use.
+        self.folder.mkdir(parents=True, exist_ok=True)
+        spark._jvm.java.lang.System.setProperty("derby.stream.error.file", str(self.folder / "derby.log"))  # noqa: SLF001
 
 
 def write_properties_file(folder: Path, database: str) -> Path:
@@ -97,8 +114,8 @@ def read_properties_file(path: Path) -> dict[str, str]:
 
 def catalog_tables() -> tuple[str, ...]:
     """Every table a rebuild may write, as paths under the output: contract tables, snapshots, _runs."""
+    from jobs.base.tables import known_tables, snapshot_tables
     from jobs.lake.runs import RUNS_TABLE
-    from jobs.lake.tables import known_tables, snapshot_tables
 
     return (*known_tables(), *snapshot_tables(), RUNS_TABLE)
 
@@ -106,8 +123,8 @@ def catalog_tables() -> tuple[str, ...]:
 def check_catalog(spark: SparkSession, output: "Location | str", database: str, folder: Path | None) -> None:
     """Before a run changes any table: the session has a catalog that outlives it, or a local one can be made,
     and every entry the run would register is absent or offsetlake's own for this output (else BadInput)."""
+    from jobs.base.tables import query_name
     from jobs.lake.sink import delta_engine
-    from jobs.lake.tables import query_name
 
     if folder is None and spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
         raise BadInput(f"--catalog-database {database}: this Spark has no metastore, and --output {output} cannot "
@@ -125,9 +142,9 @@ def check_catalog(spark: SparkSession, output: "Location | str", database: str, 
 def register_catalog(spark: SparkSession, output: "Location | str", database: str, folder: Path | None) -> dict[str, Any]:
     """Register every table under `output` (the newest complete run's) as `database.<name>`; returns what
     was registered, for the run summary."""
+    from jobs.base.tables import query_name
     from jobs.lake.runs import snapshot
     from jobs.lake.sink import delta_engine
-    from jobs.lake.tables import query_name
 
     output = located(output)
     implementation = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
@@ -212,7 +229,7 @@ def delta_statements(database: str, name: str, path: Location, entry: dict[str, 
 def view_statements(database: str, name: str, table: str, output: Location, version: int, delta_table: Any,
                     links: Path, files: int, entry: dict[str, str] | None) -> list[str]:
     """A view over the files linked under `links` (the table's `version`), in the table's column order."""
-    from jobs.lake.tables import contract_table
+    from jobs.base.tables import contract_table
     from jobs.runtime.spark_types import spark_schema
 
     qualified = f"`{database}`.`{name}`"
@@ -269,15 +286,14 @@ def _partition_folder(column: str, value: Any) -> str:
     """A partition's folder as numbers, so no time zone or date format is involved: `<column>_us=<epoch
     microseconds>` for a timestamp (snapshots' as_of), `<column>_day=<days since 1970>` for a date (commit_date)."""
     if isinstance(value, date) and not isinstance(value, datetime):
-        return f"{column}_day={(value - _EPOCH.date()).days}"
+        return f"{column}_day={(value - EPOCH.date()).days}"
     return f"{column}_us={_micros(value)}"
 
 
 def _micros(value: Any) -> int:
     if not isinstance(value, datetime):
         raise ValueError(f"partition value {value!r}: only timestamp and date partitions are linked")
-    moment = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // timedelta(microseconds=1)
+    return epoch_us(value)
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

@@ -37,9 +37,9 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from jobs.errors import BadInput, LockLost
+from jobs.base.errors import BadInput, LockLost
+from jobs.base.storage import Location, first_line, located, write_parquet
 from jobs.lake.runs import FENCE_KEY, LOCK_TABLE
-from jobs.lake.storage import Location, first_line, located, write_parquet
 
 log = logging.getLogger("offsetlake")
 STAGING_DIR = "_offsetlake_staging"
@@ -401,8 +401,8 @@ def fence(output: Location, epoch: int, run_id: str) -> None:
     from deltalake import DeltaTable
     from deltalake.transaction import CommitProperties
 
+    from jobs.base.tables import STAGED_TABLES, arrow_schema, partition_columns
     from jobs.lake.runs import TABLE_PROPERTIES, delta_table, is_table, table_folders
-    from jobs.lake.tables import STAGED_TABLES, arrow_schema, partition_columns
 
     tag = CommitProperties(custom_metadata={FENCE_KEY: str(epoch), FENCED_BY_KEY: run_id})
     for path in table_folders(output):
@@ -422,8 +422,8 @@ def recover(output: Location, run_id: str, guard: Callable[[], None] | None = No
     whose newest version a dead run committed, restored to the newest version of a complete run. `guard`: the
     lock's check, between listing what goes and removing it (a run that takes the output over from this one
     stages under its own name, after that check), and before each restore."""
+    from jobs.base.tables import SNAPSHOTS, STAGED_TABLES
     from jobs.lake.runs import committed_by, finished_runs, is_table, restore_unfinished
-    from jobs.lake.tables import SNAPSHOTS, STAGED_TABLES
 
     finished = {r["run_id"] for r in finished_runs(output)} | {run_id}
     dead = {area.name for area in output.child(STAGING_DIR).children()} - finished

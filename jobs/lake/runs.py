@@ -26,8 +26,8 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from jobs.lake.storage import Location, located, os_cause, os_detail
-from jobs.lake.tables import utc_micros
+from jobs.base.storage import Location, located, os_cause, os_detail
+from jobs.base.tables import utc_micros
 
 RUNS_TABLE = "_runs"
 LOCK_TABLE = "_offsetlake_lock"  # jobs.lake.output_lock: not a table of the runs
@@ -197,7 +197,7 @@ def storage_failures(output: Location, run_id: str) -> Iterator[None]:
     """Run `run_id`'s failure because the storage under `output` refused its writes (STORAGE_ERRNOS, as the
     operating system or delta-rs report them) as RunFailed: one line that names the cause and says whether the
     run was recorded, where it would be an internal error's."""
-    from jobs.errors import BadInput, RunFailed
+    from jobs.base.errors import BadInput, RunFailed
 
     try:
         yield
@@ -225,7 +225,8 @@ def _utc(moment: datetime | None) -> datetime | None:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The tables as readers should see them: each existing table's Delta version, and the run they form."""
+    """The tables as readers should see them: each existing table's Delta version, and the run they form (an
+    EarlierRun, jobs.base.earlier, to a rebuild that reads it back)."""
 
     output: Location
     versions: dict[str, int]
@@ -242,9 +243,19 @@ class Snapshot:
         return (f"{table} is as of {_iso(run['as_of'])} (run {run['run_id']}): the newest run, as of "
                 f"{_iso(self.run['as_of'])}, did not write it (--no-history)")
 
-    def open(self, table: str) -> Any:
-        """The table at its version (a deltalake.DeltaTable); KeyError when it is not there."""
-        return delta_table(self.output.child(*table.split("/")), self.versions[table])
+    @property
+    def recorded(self) -> dict[str, int]:
+        """The tables the run recorded, with their versions (none when no run was recorded)."""
+        return {t["table"]: t["version"] for t in self.run["tables"]} if self.run else {}
+
+    def open(self, table: str, version: int | None = None) -> Any:
+        """The table at `version`, default its version here (a deltalake.DeltaTable); KeyError when it is not
+        there."""
+        return delta_table(self.path(table), self.versions[table] if version is None else version)
+
+    def files(self, table: str, version: int | None = None) -> list[tuple[Location, dict[str, str]]]:
+        """The data files of `open(table, version)`, with their partition values."""
+        return version_files(self.path(table), self.open(table, version))
 
     def path(self, table: str) -> Location:
         return self.output.child(*table.split("/"))
@@ -252,7 +263,7 @@ class Snapshot:
 
 def existing_output(text: str, storage: dict[str, str] | None = None) -> Location:
     """The --output of a reading command: a folder that exists (a URI's store is asked once)."""
-    from jobs.errors import BadInput
+    from jobs.base.errors import BadInput
 
     output = Location.parse(text, storage)
     output.check_delta_path(f"--output {text}")
@@ -343,7 +354,7 @@ def committed_by(path: Location, run_id: str) -> bool:
 
 def table_folders(output: Location | str) -> list[Location]:
     """Every Delta table under `output`: the tables, the snapshot tables and _runs (not the lock)."""
-    from jobs.lake.tables import SNAPSHOTS
+    from jobs.base.tables import SNAPSHOTS
 
     output = located(output)
     return [p for p in [*output.children(), *output.child(SNAPSHOTS).children()]

@@ -29,14 +29,14 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from jobs.base.errors import LockLost
+from jobs.base.hive import data_files, relative
+from jobs.base.storage import Location, write_parquet
 from jobs.kill_points import kill_point
-from jobs.lake.hive import data_files, relative
 from jobs.lake.output_lock import RUN_FOLDER, STAGING_DIR
-from jobs.errors import LockLost
 from jobs.lake.runs import (TABLE_PROPERTIES, commit_metadata, committed_version, fenced_commit, new_run_id,
                             record_run, run_id_of, spark_user_metadata)
-from jobs.lake.storage import Location, write_parquet
-from jobs.lake.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, STAGED_TABLES, TABLES, arrow_schema, conform,
+from jobs.base.tables import (SNAPSHOT_PARTITION, SNAPSHOT_TABLES, STAGED_TABLES, TABLES, arrow_schema, conform,
                               partition_columns, snapshot_table)
 
 if TYPE_CHECKING:

@@ -20,9 +20,9 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
+from jobs.base.storage import Location
+from jobs.base.tables import partition_columns
 from jobs.lake.runs import commit_metadata, delta_table, fenced_commit, is_table
-from jobs.lake.storage import Location
-from jobs.lake.tables import partition_columns
 
 log = logging.getLogger("offsetlake")
 TURNS = 10  # a folder is looked at by one run in this many

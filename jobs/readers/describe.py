@@ -13,9 +13,9 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
+from jobs.base.storage import Location
 from jobs.lake.runs import Snapshot, snapshot
-from jobs.lake.storage import Location
 
 READS = ("consumer_groups", "group_members", "group_target_assignments", "committed_offsets", "consumer_lag")
 # Absent from outputs written before these tables existed.

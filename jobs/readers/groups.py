@@ -6,7 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from jobs.lake.storage import Location
+from jobs.base.storage import Location
 from jobs.readers.newest import Newest, newest
 
 READS = ("consumer_groups", "consumer_lag", "group_status")

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from jobs.lake.storage import Location
+from jobs.base.storage import Location
 from jobs.readers.newest import Newest, newest
 
 READS = ("consumer_lag", "group_members", "consumer_groups", "group_status")
@@ -136,7 +136,7 @@ def _health(found: Newest, cluster: str, gauge: Any) -> None:
     labels = ["cluster_name"]
 
     def seconds(moment: Any) -> float:
-        from jobs.derive.end_offsets import epoch_us
+        from jobs.base.arrow import epoch_us
 
         return math.nan if moment is None else epoch_us(moment) / 1e6
 
@@ -166,7 +166,7 @@ def write_metrics(output: Location, path: str) -> int:
     """Replace the file at `path` with the metrics, atomically (temporary file + rename); returns the samples."""
     import os
 
-    from jobs.errors import BadInput
+    from jobs.base.errors import BadInput
 
     families = metric_families(output)
     folder = os.path.dirname(os.path.abspath(path))

@@ -11,10 +11,10 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
+from jobs.base.storage import Location
+from jobs.base.tables import arrow_schema, contract_table
 from jobs.lake.runs import Snapshot, snapshot
-from jobs.lake.storage import Location
-from jobs.lake.tables import arrow_schema, contract_table
 
 
 @dataclass

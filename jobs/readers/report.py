@@ -17,9 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.derive.end_offsets import Snapshots, epoch_us
-from jobs.lake.storage import Location
-from jobs.lake.tables import snapshot_table
+from jobs.base.arrow import epoch_us, from_epoch_us
+from jobs.base.storage import Location
+from jobs.base.tables import snapshot_table
+from jobs.derive.end_offsets import Snapshots
 from jobs.readers.groups import SEVERITY, group_rows
 from jobs.readers.newest import Newest, newest
 
@@ -62,7 +63,7 @@ class Report:
 def gather(output: Location, group_ids: tuple[str, ...] = (), since: datetime | None = None) -> Report:
     """The report of the newest complete run under `output`: every group ranked, and sections for `group_ids`
     (default: the DETAILED worst)."""
-    from jobs.errors import BadInput
+    from jobs.base.errors import BadInput
 
     found = newest(output, READS)
     as_of = _utc(found.as_of)
@@ -199,7 +200,7 @@ def _lag_series(commits: list[dict], history: Snapshots, since: datetime | None,
         lag = end - committed
         seconds = np.where(end <= waiting_from, 0.0, np.maximum((at - passed) / 1e6, 0.0))
         for i in np.flatnonzero(has & known_end):
-            series.append({"time": _from_us(at[i]), "topic": topic, "partition": partition, "lag": int(lag[i]),
+            series.append({"time": from_epoch_us(at[i]), "topic": topic, "partition": partition, "lag": int(lag[i]),
                            "seconds": float(seconds[i]) if (known_passed[i] or lag[i] <= 0) else None})
     return _per_topic(series, "replayed")
 
@@ -238,10 +239,6 @@ def _per_topic(rows: list[dict], source: str) -> list[dict[str, Any]]:
         if r["seconds"] is not None:
             into["lag_seconds"] = max(into["lag_seconds"] or 0.0, r["seconds"])
     return [out[k] for k in sorted(out)]
-
-
-def _from_us(us: int) -> datetime:
-    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=int(us))
 
 
 def _expiring(found: Newest, group_id: str | None, as_of: datetime | None, most: int) -> list[dict[str, Any]]:

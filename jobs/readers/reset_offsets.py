@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 import pyarrow.compute as pc
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
+from jobs.base.storage import Location
 from jobs.lake.runs import Snapshot, snapshot
-from jobs.lake.storage import Location
 
 READS = ("committed_offsets", "consumer_groups")
 
@@ -93,8 +93,8 @@ def restore(plan: list[tuple[str, int, int]], group_id: str, bootstrap: str, kaf
     named. Returns what to say on stderr."""
     from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
+    from jobs.base.errors import Refused
     from jobs.config import KafkaOptions
-    from jobs.errors import Refused
     from jobs.sources.kafka_client import Cluster
 
     cluster = Cluster.open(bootstrap, KafkaOptions.build(kafka_config, None, timeout_s), f"--bootstrap-server {bootstrap}")

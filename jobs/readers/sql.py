@@ -23,10 +23,10 @@ from typing import Any, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
+from jobs.base.storage import Location
+from jobs.base.tables import known_tables, query_name, snapshot_tables, utc_micros
 from jobs.lake.runs import RUNS_TABLE, snapshot
-from jobs.lake.storage import Location
-from jobs.lake.tables import known_tables, query_name, snapshot_tables, utc_micros
 
 MAX_CELL = 100  # characters of one value in the aligned table; csv and json print values whole
 MAX_ERROR = 400

@@ -7,10 +7,10 @@ from typing import Iterator
 
 import pyarrow.dataset as pads
 
+from jobs.base.errors import BadInput
+from jobs.base.storage import Location, first_line, located
+from jobs.base.tables import TABLES, known_tables
 from jobs.config import SourceSpec
-from jobs.errors import BadInput
-from jobs.lake.storage import Location, located
-from jobs.lake.tables import TABLES, known_tables
 from offsets_codec import SHARE_STATE, DecodeError, to_kafka_json
 from offsets_codec.records import OFFSETS
 from offsets_codec.registry import SHARE_STATE_TOPIC
@@ -74,7 +74,7 @@ def _parquet_lines(source: str, spec: SourceSpec) -> Iterator[str]:
         dataset = pads.dataset(dump.path, filesystem=dump.fs, format="parquet")
         missing = [c for c in ("key", "value", "partition", "offset") if c not in dataset.schema.names]
     except Exception as e:  # pyarrow raises ArrowInvalid and friends for non-Parquet input
-        raise BadInput(f"--source {source}: cannot read Parquet ({str(e).splitlines()[0][:200]})") from None
+        raise BadInput(f"--source {source}: cannot read Parquet ({first_line(e, 200)})") from None
     if missing:
         raise BadInput(f"--source {source}: missing required column(s) {', '.join(missing)}")
     # A dump with batch metadata (made from segments) holds transaction markers too.
@@ -139,10 +139,10 @@ def register_tables(spark, output: "Location | str", prefix: str = "") -> list[s
     (`versionAsOf`) when Delta is on the classpath, otherwise from the files of that version as delta-rs
     lists them (so a replaced table never shows its old files), a partition's files with its value.
     """
+    from jobs.base.tables import query_name, snapshot_tables
     from jobs.lake.runs import snapshot
-    from jobs.runtime.classpath import has_jvm_class
     from jobs.lake.sink import DELTA_JVM_CLASS
-    from jobs.lake.tables import query_name, snapshot_tables
+    from jobs.runtime.classpath import has_jvm_class
 
     native = has_jvm_class(spark, DELTA_JVM_CLASS)
     tables = snapshot(located(output), (*known_tables(), *snapshot_tables()))
@@ -168,7 +168,7 @@ def _version_frame(spark, table: str, delta_table):
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from jobs.lake.tables import contract_table
+    from jobs.base.tables import contract_table
     from jobs.runtime.spark_types import spark_schema
 
     schema = spark_schema(contract_table(table))

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.replay.records import mask, numbers
+from jobs.base.arrow import mask, numbers
 from jobs.replay.transactions import fates
 
 

@@ -8,14 +8,15 @@ go apart, whole, as `share_log` (jobs.replay.share_state): their partitions are 
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import epoch_us
+from jobs.base.tables import arrow_schema, conform
 from jobs.decode.check import CHECK_FIELDS, check
-from jobs.lake.tables import arrow_schema
 from jobs.replay.counts import MOMENT_SCHEMA, future_cutoff, moments
 from jobs.replay.duplicates import SPAN_SCHEMA, spans
 from jobs.replay.records import RECORD_SCHEMA, records
@@ -28,7 +29,6 @@ OUTPUTS: dict[str, pa.Schema] = {"log": LOG_SCHEMA, "share_log": RECORD_SCHEMA, 
                                  "moments": MOMENT_SCHEMA, "segment_errors": arrow_schema("segment_errors"),
                                  "foreign_records": FOREIGN_SCHEMA}
 OWN_TOPICS = pa.array([OFFSETS_TOPIC, SHARE_STATE_TOPIC])
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def read_chunk(raw: Iterable[pa.Table | pa.RecordBatch], started: datetime, as_of: datetime | None, fold: bool,
@@ -96,23 +96,18 @@ def foreign_records(counts: pa.Table) -> dict[str, int]:
 
 
 def _segment_errors(rows: pa.Table) -> pa.Table:
-    schema = arrow_schema("segment_errors")
     problem = rows.column("problem").combine_chunks()
     columns = {"coordinator_partition": rows.column("partition"),
                **{f.name: pc.struct_field(problem, f.name) for f in problem.type}}
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, "segment_errors")
 
 
 def cutoff_us(started: datetime, as_of: datetime | None) -> int:
     """The moment (epoch µs) after which a record is left out of the fold: as_of, or else the future."""
-    return _us(as_of) if as_of is not None else future_cutoff(started)
+    return epoch_us(as_of) if as_of is not None else future_cutoff(started)
 
 
 def newest_plausible(found: pa.Table) -> datetime | None:
     """The default as_of: the newest plausible record timestamp of every task's `moments`."""
     newest = pc.max(found.column("newest")).as_py() if found.num_rows else None
     return None if newest is None else newest.astimezone(timezone.utc)
-
-
-def _us(moment: datetime) -> int:
-    return (moment - _EPOCH) // timedelta(microseconds=1)

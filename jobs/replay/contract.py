@@ -8,9 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import arrow_schema
+from jobs.base.arrow import TIMESTAMP, mask, numbers
+from jobs.base.tables import conform
 from jobs.replay.groups import GROUP_ROWS_SCHEMA
-from jobs.replay.records import MAX_MS, MIN_MS, TIMESTAMP, mask, numbers
+from jobs.replay.records import MAX_MS, MIN_MS
 
 VIOLATION_SCHEMA = pa.schema([("group_id", pa.string()), ("reason", pa.string())])
 
@@ -18,7 +19,6 @@ VIOLATION_SCHEMA = pa.schema([("group_id", pa.string()), ("reason", pa.string())
 def consumer_groups(groups: pa.Table, activity: pa.Table, as_of: pa.Scalar) -> pa.Table:
     """consumer_groups rows of the groups that exist (jobs.replay.groups.remaining_groups) and their newest
     records (`activity`: jobs.replay.groups.group_activity)."""
-    schema = arrow_schema("consumer_groups")
     n = groups.num_rows
     at = pc.index_in(groups.column("group_id"), value_set=activity.column("group_id"))
     columns = {name: groups.column(name) for name in groups.column_names}
@@ -28,12 +28,11 @@ def consumer_groups(groups: pa.Table, activity: pa.Table, as_of: pa.Scalar) -> p
         "last_record_timestamp": activity.column("record_timestamp").take(at),
         "as_of": pa.repeat(as_of, n),
     })
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, "consumer_groups")
 
 
 def offset_rows(offsets: pa.Table, as_of: pa.Scalar, table: str) -> pa.Table:
     """committed_offsets or expired_offsets (`table`) rows of jobs.replay.expiry's offsets."""
-    schema = arrow_schema(table)
     columns = {name: offsets.column(name) for name in offsets.column_names}
     columns.update({
         "commit_timestamp": timestamps_ms(offsets.column("commit_timestamp_ms")),
@@ -43,34 +42,31 @@ def offset_rows(offsets: pa.Table, as_of: pa.Scalar, table: str) -> pa.Table:
     })
     if "expired_at_ms" in columns:
         columns["expired_at"] = timestamps_ms(offsets.column("expired_at_ms"))
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, table)
 
 
 def pending_transactions(pending: pa.Table, as_of: pa.Scalar) -> pa.Table:
     """pending_transactions rows of the open transactional commits (jobs.replay.offsets.OffsetState.pending)."""
-    schema = arrow_schema("pending_transactions")
     columns = {name: pending.column(name) for name in pending.column_names}
     columns.update({"offset": pending.column("committed_offset"),
                     "commit_timestamp": timestamps_ms(pending.column("commit_timestamp_ms")),
                     "as_of": pa.repeat(as_of, pending.num_rows)})
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, "pending_transactions")
 
 
 def group_events(events: pa.Table) -> pa.Table:
     """group_events rows of the group replay's `event` rows (jobs.replay.groups)."""
-    schema = arrow_schema("group_events")
     fields = events.column("event").combine_chunks() if events.num_rows else None
     columns = {"group_id": events.column("group_id"), "coordinator_partition": events.column("coordinator_partition")}
     for f in GROUP_ROWS_SCHEMA.field("event").type:
         columns[f.name] = pc.struct_field(fields, f.name) if fields is not None else pa.nulls(0, f.type)
     columns["event_timestamp"] = timestamps_ms(columns["event_timestamp_ms"])
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, "group_events")
 
 
 def quarantine(failed: pa.Table) -> pa.Table:
     """quarantine rows of the records that failed the check (jobs.decode.check)."""
-    schema = arrow_schema("quarantine")
-    return pa.table([failed.column(f.name).cast(f.type) for f in schema], schema=schema)
+    return conform(failed, "quarantine")
 
 
 def violations(rows: pa.Table) -> pa.Table:

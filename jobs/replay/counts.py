@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.replay.records import TIMESTAMP, mask, numbers
+from jobs.base.arrow import TIMESTAMP, epoch_us, mask, numbers
 from offsets_codec import REGISTRY
 from offsets_codec.layout import RecordType
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
@@ -54,8 +54,8 @@ def moments(records: pa.Table, started: datetime) -> pa.Table:
     before KAFKA_EPOCH, and the span of those (MOMENT_SCHEMA)."""
     stamp = numbers(records.column("record_timestamp").cast(pa.int64()))
     known = mask(pc.is_valid(records.column("record_timestamp")))
-    future = known & (stamp > _us(started + FUTURE_SLACK))
-    past = known & (stamp < _us(KAFKA_EPOCH))
+    future = known & (stamp > epoch_us(started + FUTURE_SLACK))
+    past = known & (stamp < epoch_us(KAFKA_EPOCH))
     plausible = known & ~future
     odd = stamp[future | past]
 
@@ -71,11 +71,7 @@ def moments(records: pa.Table, started: datetime) -> pa.Table:
 
 def future_cutoff(started: datetime) -> int:
     """The timestamp (epoch µs) after which a record is from the future for a run started at `started`."""
-    return _us(started + FUTURE_SLACK)
-
-
-def _us(moment: datetime) -> int:
-    return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+    return epoch_us(started + FUTURE_SLACK)
 
 
 def total(counts: pa.Table, registry: Mapping[int, RecordType] = REGISTRY) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.replay.records import mask, numbers
+from jobs.base.arrow import mask, numbers, run_starts
 
 CONFLICT = "another record at this offset of this coordinator partition has other contents (a conflicting copy)"
 # How many copies a partition's replay dropped, and how many rows conflict (the run summary's counts).
@@ -37,7 +37,7 @@ def spans(records: pa.Table) -> pa.Table:
     o = numbers(offset)[placed]
     order = np.argsort(p, kind="stable")
     p, o = p[order], o[order]
-    starts = np.flatnonzero(np.concatenate([[True], p[1:] != p[:-1]]))
+    starts = run_starts(p)
     ends = np.append(starts[1:], len(p))
     steps = np.concatenate([[True], (p[1:] != p[:-1]) | (o[1:] > o[:-1])])  # each row above the one before
     rising = np.logical_and.reduceat(steps, starts)

@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import mask, numbers
 from jobs.decode.columns import CONSUMER_PROTOCOL
-from jobs.replay.records import mask, numbers
 
 _INT64_MAX = np.iinfo(np.int64).max
 _INT64_MIN = np.iinfo(np.int64).min

@@ -31,9 +31,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import mask, run_starts
+from jobs.base.tables import FOLD_STATE, arrow_schema
 from jobs.decode.columns import group_metadata_columns, modern_columns
-from jobs.lake.tables import FOLD_STATE, arrow_schema
-from jobs.replay.records import mask
 from offsets_codec import REGISTRY, decode_value
 
 CLASSIC = "classic"
@@ -582,6 +582,6 @@ def _offsets_by_group(offset_records: pa.Table | None) -> dict[str, np.ndarray]:
     offsets = offset_records.column("record_offset").to_numpy()
     order = np.lexsort((offsets, group))
     group, offsets = group[order], offsets[order]
-    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+    starts = run_starts(group)
     names = encoded.dictionary.to_pylist()
     return {names[group[a]]: offsets[a:b] for a, b in zip(starts, np.append(starts[1:], len(group)))}

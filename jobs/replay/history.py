@@ -15,12 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import TIMESTAMP, mask, micros, numbers, run_starts
+from jobs.base.tables import arrow_schema
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
-from jobs.lake.tables import arrow_schema
 from jobs.replay.applied import applied_sequence
-from jobs.replay.records import MAX_MS, MIN_MS, TIMESTAMP, mask, micros, numbers
+from jobs.replay.records import MAX_MS, MIN_MS
 from offsets_codec import decode_key
 
 _VALUE_FIELDS = ("offset", "leaderEpoch", "metadata", "commitTimestamp")
@@ -353,7 +354,7 @@ def consume_rates(state: pa.Table, as_of_us: int, window_us: int) -> pa.Table:
     committed = numbers(pc.struct_field(points, "committed_offset"))[inside]
     order = np.lexsort((offset, stamp, owner))
     owner, stamp, committed = owner[order], stamp[order], committed[order]
-    starts = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
+    starts = run_starts(owner)
     lasts = np.append(starts[1:], len(owner)) - 1
     seconds = (stamp[lasts] - stamp[starts]) / 1e6
     delta = committed[lasts] - committed[starts]

@@ -10,11 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import TIMESTAMP, mask
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
 from jobs.replay.applied import applied_sequence
-from jobs.replay.records import TIMESTAMP, mask
 from offsets_codec.wire import ZERO_UUID
 
 # A decoded offset commit: the committed offset's columns.

@@ -10,14 +10,15 @@ in two of them (`partition_sets`), which is how Kafka places groups.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
+from jobs.base.arrow import TIMESTAMP, epoch_us, mask
+from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay import contract
 from jobs.replay.contract import VIOLATION_SCHEMA
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
@@ -28,7 +29,6 @@ from jobs.replay.groups import (GROUP_ROWS_SCHEMA, GROUP_TYPES, existing_groups,
 from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, commit_state,
                                  commit_windows, consume_rates, offset_commits)
 from jobs.replay.offsets import offset_state
-from jobs.replay.records import TIMESTAMP, mask
 from jobs.replay.reduction import fold_decided
 from jobs.replay.resume import history_state, keyed_state, replay_changed_groups, state_rows, unreplayed
 from jobs.replay.transactions import markers
@@ -52,14 +52,13 @@ class ReplaySettings:
 
     @property
     def as_of_us(self) -> int:
-        return (self.as_of - _EPOCH) // timedelta(microseconds=1)  # exact, unlike float seconds
+        return epoch_us(self.as_of)
 
     @property
     def as_of_ms(self) -> int:
         return self.as_of_us // 1000
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # What the replay of a partition gives: contract tables (their schema) and what the steps after it read.
 OUTPUTS: dict[str, pa.Schema] = {
     **{t: arrow_schema(t) for t in ("committed_offsets", "expired_offsets", "consumer_groups",

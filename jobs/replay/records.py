@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import TIMESTAMP
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 # The years a timestamp can hold (1-9999: Delta's, Python's), in epoch milliseconds.
 MIN_MS, MAX_MS = -62135596800000, 253402300799999
 RECORD_SCHEMA = pa.schema([
@@ -69,17 +69,3 @@ def clamp_ms(ms: int) -> int:
     """An epoch-milliseconds record timestamp within the years a timestamp can hold, as `records` keeps it."""
     return min(max(ms, MIN_MS), MAX_MS)
 
-
-def mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A boolean column as numpy, null as False."""
-    return np.asarray(pc.fill_null(column, False).to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def numbers(column: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
-    """An integer column as int64 numpy, `fill` where null."""
-    return np.asarray(pc.fill_null(column, fill).to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
-def micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A timestamp column as epoch microseconds (int64 numpy), 0 where null."""
-    return numbers(column.cast(pa.int64()))

@@ -33,13 +33,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
+from jobs.base.arrow import TIMESTAMP, mask, numbers, run_starts
+from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, conform
 from jobs.replay.chunk import LOG_SCHEMA
 from jobs.replay.counts import moments
 from jobs.replay.duplicates import CONFLICT
 from jobs.replay.groups import GROUP_ROWS_SCHEMA, of_kind, replay_groups
 from jobs.replay.history import STATE_SCHEMA
-from jobs.replay.records import RECORD_SCHEMA, TIMESTAMP, mask, numbers
+from jobs.replay.records import RECORD_SCHEMA
 from jobs.replay.transactions import transactional
 from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
@@ -58,10 +59,7 @@ def state_rows(rows: pa.Table, topic: str = OFFSETS_TOPIC) -> pa.Table:
         given.update(records=pa.array(np.ones(n, np.int64)), newest_timestamp=rows.column("record_timestamp"),
                      after_as_of=pa.array(np.zeros(n, bool)), reduced=pa.array(np.zeros(n, bool)))
     given["topic"] = pa.array([topic] * n, pa.string())
-    schema = arrow_schema(REPLAY_STATE)
-    table = pa.table([given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in schema],
-                     schema=schema)
-    return table.filter(pa.array(kept))
+    return conform(given, REPLAY_STATE, n).filter(pa.array(kept))
 
 
 def from_state(state: pa.Table, cutoff_us: int) -> dict[str, pa.Table]:
@@ -128,7 +126,7 @@ def fingerprints(group_records: pa.Table) -> pa.Table:
     code = encoded.indices.to_numpy(zero_copy_only=False)
     order = np.argsort(code, kind="stable")
     code, hashed = code[order], _mix(numbers(group_records.column("record_offset")).astype(np.uint64)[order])
-    starts = np.flatnonzero(np.concatenate([[True], code[1:] != code[:-1]]))
+    starts = run_starts(code)
     return pa.table([encoded.dictionary.take(pa.array(code[starts])),
                      pa.array(np.diff(np.append(starts, len(code)))),
                      pa.array(np.add.reduceat(hashed, starts).view(np.int64))], schema=schema)
@@ -165,7 +163,6 @@ def history_state(keyed: pa.Table, commits: pa.Table, events: pa.Table, earlier:
     """HISTORY_STATE rows: each key's state (`keyed`, jobs.replay.history.commit_state: what the next run goes on
     from, kept for these windows), and per coordinator partition its rows of each COUNTED table so far: the
     `earlier` state's count (of the run this one continues) plus this run's `commits` and `events`."""
-    schema = arrow_schema(HISTORY_STATE)
     counts = []
     for kind, rows in zip(COUNTED, (commits, events)):
         total: dict[int, int] = {}
@@ -185,8 +182,7 @@ def history_state(keyed: pa.Table, commits: pa.Table, events: pa.Table, earlier:
     columns = {**{name: rows.column(name) for name in rows.column_names},
                "status_window": pa.array(np.full(n, status_window), pa.int32()),
                "rate_window_ms": pa.array(np.full(n, rate_window_ms), pa.int64())}
-    return pa.table([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type) for f in schema],
-                    schema=schema)
+    return conform(columns, HISTORY_STATE, n)
 
 
 def history_counts(state: pa.Table) -> dict[str, int]:
@@ -217,5 +213,4 @@ def group_state_rows(rows: pa.Table, prints: pa.Table) -> pa.Table:
     at = pc.index_in(rows.column("group_id"), value_set=prints.column("group_id"))
     columns = {**{name: rows.column(name) for name in rows.column_names},
                **{name: prints.column(name).take(at) for name in FINGERPRINT}}
-    schema = arrow_schema(FOLD_STATE)
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return conform(columns, FOLD_STATE)

@@ -16,12 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import TIMESTAMP, mask
+from jobs.base.tables import REPLAY_STATE, arrow_schema
 from jobs.decode.check import check_share_state
-from jobs.lake.tables import REPLAY_STATE, TIMESTAMP, arrow_schema
 from jobs.replay.contract import timestamps_ms
 from jobs.replay.counts import COUNT_SCHEMA, count_rows
 from jobs.replay.duplicates import DUPLICATE_SCHEMA, deduplicate
-from jobs.replay.records import mask
 from jobs.replay.resume import state_rows
 from offsets_codec import SHARE_STATE
 from offsets_codec.registry import SHARE_SNAPSHOT, SHARE_STATE_TOPIC

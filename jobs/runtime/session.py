@@ -16,11 +16,10 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from pyspark.sql import SparkSession
 
-from jobs.lake.catalog import local_catalog_settings, metastore_configured
 from jobs.config import CONF_DIR, defaults
 from jobs.runtime.jvm_archive import archive_flags
 
@@ -30,12 +29,23 @@ _spark_log: Path | None = None  # the local JVM's output, when this process star
 _keep_spark_log = False
 
 
-def get_spark(catalog: Path | None = None) -> SparkSession:
+class Catalog(Protocol):
+    """A catalog the caller brings to a session this process builds (jobs.lake.catalog.LocalCatalog): the session
+    knows nothing of the tables it will hold."""
+
+    def settings(self, launcher_settings: set[str]) -> dict[str, str]:
+        """The Spark settings that open it, given the keys the launcher set (none: the launcher chose a catalog)."""
+
+    def opened(self, spark: SparkSession) -> None:
+        """Called once the session is built with `settings`."""
+
+
+def get_spark(catalog: Catalog | None = None) -> SparkSession:
     """Return the active session (spark-submit, Databricks) or start a local one from conf/.
 
     Settings already given by the launcher win over conf/offsetlake.toml: the builder only fills gaps.
-    `catalog`: a folder for Spark's Hive catalog in an embedded Derby database (jobs.lake.catalog), used when this
-    process builds the session and the launcher configured no catalog or metastore.
+    `catalog`: the caller's catalog (jobs.lake.catalog.LocalCatalog), whose settings this process adds when it
+    builds the session.
     """
     from pyspark import SparkConf, SparkContext
 
@@ -59,19 +69,16 @@ def get_spark(catalog: Path | None = None) -> SparkSession:
     # Spark's classes from this machine's class-data archive (jobs.runtime.jvm_archive).
     jvm_flags = archive_flags(settings) if starts_jvm else []
     settings["spark.driver.extraJavaOptions"] = " ".join([f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_flags])
-    local_catalog = catalog is not None and not metastore_configured(launcher_conf)
-    if local_catalog:
-        settings.update(local_catalog_settings(catalog))
+    catalog_settings = catalog.settings(launcher_conf) if catalog is not None else {}
+    settings.update(catalog_settings)
     options = {key: value for key, value in settings.items() if key not in launcher_conf}
     for key, value in options.items():
         builder = builder.config(key, value)
     if starts_jvm:
         _start_local_context(options)  # the builder below takes this context, with the same settings
     spark = builder.getOrCreate()
-    if local_catalog:
-        # Derby writes its log to the working folder unless told otherwise; it starts on first catalog use.
-        catalog.mkdir(parents=True, exist_ok=True)
-        spark._jvm.java.lang.System.setProperty("derby.stream.error.file", str(catalog / "derby.log"))  # noqa: SLF001
+    if catalog_settings:
+        catalog.opened(spark)
     # In the log file, or asked for with --debug, Spark's warnings help. On a launcher's console offsetlake
     # reports failures itself, on one line, and Spark's ERROR stack traces would repeat them.
     shown = _spark_log is not None or log.isEnabledFor(logging.DEBUG)

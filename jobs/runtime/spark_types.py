@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from jobs.lake.tables import arrow_schema
+from jobs.base.tables import arrow_schema
 
 
 def spark_schema(table: str) -> StructType:

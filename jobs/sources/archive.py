@@ -27,10 +27,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.storage import Location, write_parquet
-from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
+from jobs.base.arrow import TIMESTAMP, mask, numbers, run_starts
+from jobs.base.earlier import EarlierRun
+from jobs.base.storage import Location, write_parquet
+from jobs.base.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema, conform
 from jobs.replay.duplicates import SPAN_SCHEMA, copies, spans
-from jobs.replay.records import mask, numbers, records
+from jobs.replay.records import records
 
 log = logging.getLogger("offsetlake")
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -63,7 +65,7 @@ class Archive:
     ones, which every task carries: few where the log was read whole). Two topics are archived:
     `__consumer_offsets` and the share coordinator's `__share_group_state`."""
 
-    location: Location
+    earlier: EarlierRun  # the run it is read from
     version: int | None = None
     records: int = 0
     ranges: pa.Table = field(default_factory=RANGE_SCHEMA.empty_table)
@@ -72,21 +74,17 @@ class Archive:
     runs: int = 0  # archive runs recorded so far (the version of `_archive_offsets`, which each replaces once)
 
     @classmethod
-    def open(cls, output: Location, exact: bool) -> "Archive":
-        """The archive under `output` (after the lock's recovery: an unfinished run's append is undone);
+    def open(cls, earlier: EarlierRun, exact: bool) -> "Archive":
+        """The archive the `earlier` run left (after the lock's recovery: an unfinished run's append is undone);
         `exact`: also every archived offset (a dump is read whole and anti-joined). Its offsets come from the
         `_archive_offsets` the same run left, or, from an output of a version that left none, from raw_records."""
-        from jobs.lake.runs import delta_table, snapshot
-
-        tables = snapshot(output, [ARCHIVE])
-        where = output.child(ARCHIVE)
-        if ARCHIVE not in tables.versions:
-            return cls(where, ends={})
-        recorded = {t["table"]: t["version"] for t in tables.run["tables"]} if tables.run else {}
-        if ARCHIVE_OFFSETS in recorded and recorded.get(ARCHIVE) == tables.versions[ARCHIVE]:
-            ranges = delta_table(output.child(ARCHIVE_OFFSETS), recorded[ARCHIVE_OFFSETS]).to_pyarrow_table()
+        if ARCHIVE not in earlier.versions:
+            return cls(earlier, ends={})
+        recorded = earlier.recorded
+        if ARCHIVE_OFFSETS in recorded and recorded.get(ARCHIVE) == earlier.versions[ARCHIVE]:
+            ranges = earlier.open(ARCHIVE_OFFSETS, recorded[ARCHIVE_OFFSETS]).to_pyarrow_table()
         else:
-            found = tables.open(ARCHIVE).to_pyarrow_table(columns=["topic", "partition", "offset"])
+            found = earlier.open(ARCHIVE).to_pyarrow_table(columns=["topic", "partition", "offset"])
             ranges = offset_ranges(found.column("topic"), found.column("partition"), found.column("offset"))
         ranges = merged([ranges])
         first, last = numbers(ranges.column("first_offset")), numbers(ranges.column("last_offset"))
@@ -99,8 +97,8 @@ class Archive:
             else None
         records = int((last - first + 1).sum())
         log.info("the archive holds %d records of %d partitions (version %d)", records, len(ends),
-                 tables.versions[ARCHIVE])
-        return cls(where, tables.versions[ARCHIVE], records, ranges, ends, offsets,
+                 earlier.versions[ARCHIVE])
+        return cls(earlier, earlier.versions[ARCHIVE], records, ranges, ends, offsets,
                    recorded.get(ARCHIVE_OFFSETS, -1) + 1)
 
     def new(self, topic: pa.Array | pa.ChunkedArray, partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
@@ -115,7 +113,7 @@ class Archive:
         key = code.astype(np.int64) << 32 | (partition.astype(np.int64) & 0xFFFFFFFF)
         order = np.argsort(key, kind="stable")
         ordered = key[order]
-        starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+        starts = run_starts(ordered)
         for a, b in zip(starts, [*starts[1:], len(order)]):
             rows = order[a:b]
             at = (str(names[code[rows[0]]]), int(partition[rows[0]]))
@@ -128,10 +126,7 @@ class Archive:
 
     def files(self) -> list[tuple[Location, dict[str, str]]]:
         """raw_records' data files at `version`, with their partition values (read only to read them back)."""
-        from jobs.lake.runs import delta_table, version_files
-
-        return version_files(self.location, delta_table(self.location, self.version)) if self.version is not None \
-            else []
+        return self.earlier.files(ARCHIVE, self.version) if self.version is not None else []
 
     def tasks(self, cores: int, task_bytes: int) -> tuple[ArchivedFiles, ...]:
         """The archived records as source tasks, spread as a dump's row groups are."""
@@ -244,16 +239,14 @@ def archive_chunk(raw: Iterable[pa.Table | pa.RecordBatch], kernel: Callable[[It
 def raw_records(raw: pa.Table, run_id: str) -> pa.Table:
     """A source's raw rows as raw_records rows first seen by run `run_id` (batch metadata: null where the
     source has none)."""
-    schema = arrow_schema(ARCHIVE)
     n = raw.num_rows
     given = {
         **{name: raw.column(name) for name in raw.column_names},
-        "timestamp": records(raw).column("record_timestamp") if n else pa.nulls(0, pa.timestamp("us", tz="UTC")),
+        "timestamp": records(raw).column("record_timestamp") if n else pa.nulls(0, TIMESTAMP),
         FIRST_SEEN: pa.array([run_id] * n, pa.string()),
     }
     given.setdefault("topic", pa.array([OFFSETS_TOPIC] * n, pa.string()))
-    return pa.table([given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in schema],
-                    schema=schema)
+    return conform(given, ARCHIVE, n)
 
 
 def unique(staged: Location) -> int:
@@ -262,7 +255,7 @@ def unique(staged: Location) -> int:
     Returns the copies removed. Runs on the driver, one partition at a time, only when some may be there."""
     import pyarrow.parquet as pq
 
-    from jobs.lake.hive import data_files
+    from jobs.base.hive import data_files
 
     by_partition: dict[str, list[Location]] = {}
     for file, values in data_files(staged):

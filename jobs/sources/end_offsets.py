@@ -21,9 +21,10 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Iterable
 
+from jobs.base.arrow import EPOCH
+from jobs.base.errors import BadInput
+from jobs.base.storage import Location, first_line
 from jobs.config import KafkaOptions, SourceSpec
-from jobs.errors import BadInput
-from jobs.lake.storage import Location, first_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -38,7 +39,6 @@ LOG_START = "log_start_offset"  # optional, CSV and Parquet: the partition's log
 TEXT_LINE = re.compile(r"^\s*([^:]+):(-?\d+):(-?\d+)(?::(.*?))?\s*$")
 _WHOLE = re.compile(r"\s*-?\d+\s*")
 _INT32, _INT64 = 1 << 31, 1 << 63
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def check_end_offsets(location: str, source: SourceSpec, options: KafkaOptions, log_starts: str | None = None) -> None:
@@ -95,7 +95,7 @@ def _read_file(location: str, storage: dict[str, str] | None, option: str) -> li
             rows = _text_rows(path.read_text(), location)
         return _unique([(where, _checked(row, where, location)) for where, row in rows], location)
     except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as e:
-        raise BadInput(f"{location}: cannot read ({str(e).strip().splitlines()[0][:200]})") from None
+        raise BadInput(f"{location}: cannot read ({first_line(e, 200)})") from None
 
 
 def _unique(checked: list[tuple[str, tuple]], location: str) -> list[tuple]:
@@ -190,7 +190,7 @@ def _moment(value: Any) -> datetime | None:
     millis = _whole(value, _INT64)
     if millis is not None:
         try:
-            return _EPOCH + timedelta(milliseconds=millis)  # exact, unlike float seconds
+            return EPOCH + timedelta(milliseconds=millis)  # exact, unlike float seconds
         except OverflowError:
             raise ValueError(value) from None
     if not isinstance(value, str):

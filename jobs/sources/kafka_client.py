@@ -1,7 +1,7 @@
 """One resolved connection to a Kafka cluster, and the bounded, batched cluster calls offsetlake makes.
 
 Every call is bounded by the configured timeout and every failure becomes a one-line BadInput naming the
-cause; no message built here carries a secret value (see kafka_config.redact).
+cause; no message built here carries a secret value (see jobs.base.errors.redact).
 """
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from jobs.base.errors import BadInput, redact
 from jobs.config import KafkaOptions
-from jobs.errors import BadInput
-from jobs.sources.kafka_config import read_properties, redact, to_librdkafka
+from jobs.sources.kafka_config import read_properties, to_librdkafka
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LIST_OFFSETS_CHUNK = 1000  # topic-partitions per ListOffsets batch

@@ -3,14 +3,14 @@
 The file keeps Java client names (security.protocol, sasl.jaas.config, ssl.truststore.location, ...).
 `to_librdkafka` maps them to librdkafka's names for confluent-kafka; Spark's own Kafka source takes the
 Java names as they are. Values of secret settings must never reach a log line or an error message:
-every message built here names keys only, and `redact` scrubs text that came from elsewhere.
+every message built here names keys only, and `redact` (jobs.base.errors) scrubs text that came from elsewhere.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
 
 # Settings offsetlake controls itself: a value in the file would silently change what a snapshot means.
 RESERVED = {
@@ -24,7 +24,6 @@ RESERVED = {
 IGNORED_JAVA = {"ssl.protocol", "ssl.enabled.protocols", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
                 "ssl.secure.random.implementation", "ssl.truststore.type", "ssl.keystore.type",
                 "default.api.timeout.ms", "request.timeout.ms", "retry.backoff.ms"}
-SECRET_KEY = re.compile(r"password|secret|jaas|\.pem$|ssl\.key\.|keystore\.key$|token", re.IGNORECASE)
 _JAAS_OPTION = re.compile(r'([A-Za-z_][\w.]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 
 
@@ -147,17 +146,3 @@ def _jaas(value: str, mechanism: str, origin: str) -> dict[str, str]:
         return {k: v for k, v in mapped.items() if v}
     raise BadInput(f"{origin}: sasl.jaas.config: login module {name or '(none)'} cannot be mapped to librdkafka; "
                    "use PlainLoginModule, ScramLoginModule, Krb5LoginModule or OAuthBearerLoginModule with clientId")
-
-
-def secret_values(settings: dict[str, str]) -> list[str]:
-    """The values that must never be shown, longest first (so a secret inside another is scrubbed too)."""
-    values = {v for k, v in settings.items() if SECRET_KEY.search(k) and v}
-    return sorted(values, key=len, reverse=True)
-
-
-def redact(text: str, *settings: dict[str, str]) -> str:
-    """`text` with every secret value of `settings` replaced by `***`."""
-    for s in settings:
-        for secret in secret_values(s):
-            text = text.replace(secret, "***")
-    return text

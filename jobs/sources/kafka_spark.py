@@ -13,7 +13,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
 from jobs.runtime.classpath import has_jvm_class
 from jobs.sources.kafka import Slice, read_slice
 from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster

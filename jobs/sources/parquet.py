@@ -1,6 +1,6 @@
 """A Parquet dump: a file or folder with the columns of Spark's Kafka source.
 
-A dump, local or on any filesystem of jobs.lake.storage, is checked before anything starts (`check_dump`, from
+A dump, local or on any filesystem of jobs.base.storage, is checked before anything starts (`check_dump`, from
 the footers, with pyarrow) and planned as tasks of row groups (`plan_dump`), which any worker reads with pyarrow
 (`read_row_groups`); Spark reads it with its own Parquet reader, through Hadoop's filesystems (`read_parquet`).
 """
@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-from jobs.errors import BadInput
-from jobs.lake.hive import data_files, relative
-from jobs.lake.storage import Location, first_line, located
+from jobs.base.errors import BadInput
+from jobs.base.hive import data_files, relative
+from jobs.base.storage import Location, first_line, located
 from jobs.sources.raw import OPTIONAL, REQUIRED, column_problem
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -25,9 +25,10 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lake.storage import Location
-from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
-from jobs.replay.records import TIMESTAMP
+from jobs.base.arrow import TIMESTAMP
+from jobs.base.earlier import EarlierRun
+from jobs.base.storage import Location
+from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
 from offsets_codec.registry import OFFSETS_TOPIC
 
 log = logging.getLogger("offsetlake")
@@ -71,17 +72,16 @@ class ReplayState:
         return None
 
     @classmethod
-    def open(cls, output: Location, cutoff_us: int, started: datetime, history: bool = False,
+    def open(cls, earlier: EarlierRun, cutoff_us: int, started: datetime, history: bool = False,
              windows: tuple[int, int] = (0, 0)) -> "tuple[ReplayState | None, str | None]":
-        """The state to start from under `output`, or None and why (logged: the archive is then read back):
+        """The state to start from that the `earlier` run left, or None and why (logged: the archive is then read back):
         none was left by the newest complete run (with the history: none with its history state, or kept for
         `windows` narrower than this run's status and rate windows), or `cutoff_us` (this run's as_of, or the
         future) comes before the newest record it folded."""
-        from jobs.lake.runs import delta_table, snapshot, version_files
         from jobs.replay.resume import folded_transactions, newest_folded, state_moments
 
-        run = snapshot(output, []).run
-        versions = {t["table"]: t["version"] for t in run["tables"]} if run else {}
+        run = earlier.run
+        versions = earlier.recorded
         version = versions.get(REPLAY_STATE)
         reason = None
         if version is None:
@@ -93,8 +93,7 @@ class ReplayState:
             return None, reason
 
         def files(name: str) -> tuple[Location, ...]:
-            where = output.child(name)
-            return tuple(f for f, _ in version_files(where, delta_table(where, versions[name])))
+            return tuple(f for f, _ in earlier.files(name, versions[name]))
 
         history_files = files(HISTORY_STATE) if history else ()
         if history:
@@ -103,7 +102,7 @@ class ReplayState:
                 reason = "the status or rate window is wider than the previous run kept"
                 log.info("%s: the archive is read back and replayed whole", reason)
                 return None, reason
-        table = delta_table(output.child(REPLAY_STATE), version)
+        table = earlier.open(REPLAY_STATE, version)
         found = table.to_pyarrow_table(columns=["newest_timestamp", "reduced", "coordinator_partition",
                                                 "record_offset", "producer_id", "topic", "record_timestamp", "error"])
         newest = newest_folded(found)
@@ -114,12 +113,11 @@ class ReplayState:
             return None, reason
         log.info("resuming from run %s's replay state (%d rows): the archive is not read back", run["run_id"],
                  found.num_rows)
-        kept = {REPLAY_STATE: tuple(f for f, _ in version_files(output.child(REPLAY_STATE), table))}
+        kept = {REPLAY_STATE: files(REPLAY_STATE)}
         if FOLD_STATE in versions:  # else (an older offsetlake's run) every group is folded again
-            fold = output.child(FOLD_STATE)
-            kept_fold = delta_table(fold, versions[FOLD_STATE])
+            kept_fold = earlier.open(FOLD_STATE, versions[FOLD_STATE])
             if _layout(pa.schema(kept_fold.schema().to_arrow())) == _layout(arrow_schema(FOLD_STATE)):
-                kept[FOLD_STATE] = tuple(f for f, _ in version_files(fold, kept_fold))
+                kept[FOLD_STATE] = files(FOLD_STATE)
             else:
                 log.info("run %s's group fold has another layout (an older offsetlake's): every group is folded again",
                          run["run_id"])
@@ -152,7 +150,7 @@ def replayed(state: pa.Table, as_of: datetime | None) -> tuple[dict[int, int], d
     time after as_of: from above), and the earliest time of a checked row it left for later below that."""
     import numpy as np
 
-    from jobs.replay.records import mask, numbers
+    from jobs.base.arrow import mask, numbers
 
     rows = state.filter(pc.equal(state.column("topic"), OFFSETS_TOPIC))
     later = np.zeros(rows.num_rows, bool)

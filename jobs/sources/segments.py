@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from jobs.base.errors import BadInput
 from jobs.config import log_dir
-from jobs.errors import BadInput
 from jobs.sources.tasks import BATCH_FIELDS, RAW_FIELDS, RecordColumns, task_error, task_logger
 from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 

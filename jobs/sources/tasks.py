@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
 from jobs.replay.records import clamp_ms
 
 _TASK_ERROR = re.compile(r"<<offsetlake-task: (.*?)>>")

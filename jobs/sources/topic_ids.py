@@ -6,8 +6,8 @@ import binascii
 import csv
 import io
 
-from jobs.errors import BadInput
-from jobs.lake.storage import Location
+from jobs.base.errors import BadInput
+from jobs.base.storage import Location
 
 
 def read_topic_ids(location: str, storage: dict[str, str] | None = None) -> dict[str, str]:

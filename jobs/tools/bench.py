@@ -445,6 +445,8 @@ def split_days(dump: Path, fraction: float, days: int, older: Path, newer: list[
     import pyarrow.dataset as pads
     import pyarrow.parquet as pq
 
+    from jobs.base.arrow import run_starts
+
     data = pads.dataset(str(dump), format="parquet", partitioning="hive")
     topics: dict[str, int] = {}
 
@@ -461,7 +463,7 @@ def split_days(dump: Path, fraction: float, days: int, older: Path, newer: list[
     key, offset = where(placed), placed.column("offset").to_numpy().astype(np.int64)
     order = np.lexsort((offset, key))
     key, offset = key[order], offset[order]
-    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    starts = run_starts(key)
     sizes = np.diff(np.append(starts, len(key)))
     keys = key[starts]  # sorted
     take = np.maximum(1, np.round(sizes * fraction)).astype(np.int64)  # a slice's records, per key

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from jobs.base.storage import Location, close_parquet, located
 from jobs.config import KafkaOptions, SourceSpec, output_folder
-from jobs.lake.storage import Location, close_parquet, located
 from jobs.sources.plan import plan_source
 
 log = logging.getLogger("offsetlake")

@@ -37,8 +37,8 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from jobs.base.errors import BadInput
 from jobs.config import defaults
-from jobs.errors import BadInput
 from jobs.runtime.progress import Progress
 from offsets_codec import SHARE_STATE, encode_key, encode_value, partition_for, record_type_named
 from offsets_codec.consumer_protocol import encode_assignment, encode_subscription

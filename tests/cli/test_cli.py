@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member
 
+from jobs.base.tables import TABLES, arrow_schema
 from jobs.cli import cli
 from jobs.lake.output_lock import LOCK_TABLE, holder_of
 from jobs.lake.runs import RUNS_TABLE
-from jobs.lake.tables import TABLES, arrow_schema
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -140,8 +140,8 @@ def test_bad_arguments_are_one_line_and_exit_2(args, fragments, tmp_path):
 
 
 def test_rate_and_status_windows_default_from_conf_and_are_checked_before_spark(tmp_path):
+    from jobs.base.errors import BadInput
     from jobs.config import RebuildConfig
-    from jobs.errors import BadInput
 
     dump = tmp_path / "dump.parquet"
     pq.write_table(pa.table({"key": [b"k"], "value": [b"v"], "partition": pa.array([0], pa.int32()),

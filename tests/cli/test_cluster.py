@@ -25,8 +25,8 @@ from kafka_mock import MockCluster, produce_data, produce_rows
 from offsets_log import HOUR, MINUTE, OffsetsLog, member
 from runs import read_tables
 
+from jobs.base.tables import SNAPSHOT_TABLES, TABLES, snapshot_table
 from jobs.cli import cli
-from jobs.lake.tables import SNAPSHOT_TABLES, TABLES, snapshot_table
 from jobs.sources.kafka_client import OFFSETS_TOPIC
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,7 +121,7 @@ def arguments(kind: str, out: Path) -> list[str]:
     """The entry's arguments for a rebuild of `kind`. The dump and the log dir are named relative to the working
     folder, as on a command line: Spark's executors run elsewhere and must be handed what the driver resolved.
     The output is a file:// URI: what Spark reads and writes goes through Hadoop's filesystem, the rest through
-    jobs.lake.storage (the Hadoop side of hdfs:// and s3a:// outputs, which need jars or services not here).
+    jobs.base.storage (the Hadoop side of hdfs:// and s3a:// outputs, which need jars or services not here).
     """
     source = {"parquet": "parquet:dump", "segments": "segments:logs"}[kind]
     return ["--source", source, "--output", f"file://{out}", "--end-offsets", "ends.txt"]

@@ -25,11 +25,11 @@ from deltalake import DeltaTable
 from offsets_log import MINUTE, T0, OffsetsLog, member
 from takeover import wait_until_stopped
 
+from jobs.base.tables import TABLES
 from jobs.cli import cli
 from jobs.kill_points import KILL_AT, PAUSE_AT
 from jobs.lake.output_lock import STAGING_DIR, holder_of
 from jobs.lake.runs import finished_runs, is_fence, run_id_of, table_folders, unreferenced_files
-from jobs.lake.tables import TABLES
 from jobs.readers.views import register_tables
 
 # Moments to kill at, in order, each into the output the previous one left: the source read, the replay's

@@ -27,14 +27,14 @@ from offsets_log import HOUR, MINUTE, T0, OffsetsLog, member
 
 import jobs.runtime.session
 import jobs.sources.kafka as kafka_source
+from jobs.base.errors import BadInput
+from jobs.base.tables import TABLES
 from jobs.cli import cli
 from jobs.config import KafkaOptions, SourceSpec
-from jobs.errors import BadInput
 from jobs.sources.kafka import Slice, read_slice
+from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
 from jobs.sources.plan import plan_source
 from jobs.sources.tasks import task_errors
-from jobs.sources.kafka_client import OFFSETS_TOPIC, Cluster
-from jobs.lake.tables import TABLES
 
 TOPIC_AUTHORIZATION_FAILED, OFFSET_OUT_OF_RANGE, FETCH = 29, 1, 1
 SECRET = "n0t-in-any-0utput"

@@ -20,13 +20,13 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 from offsets_log import MINUTE, T0, OffsetsLog, member
 
-from jobs.lake.catalog import LINKS_DIR, delta_statements, metastore_configured, view_statements
-from jobs.lake.storage import Location
+from jobs.base.storage import Location
+from jobs.base.tables import SNAPSHOT_TABLES, TABLES, snapshot_table
 from jobs.cli import cli
 from jobs.config import CatalogOptions
+from jobs.lake.catalog import LINKS_DIR, delta_statements, metastore_configured, view_statements
 from jobs.lake.runs import finished_runs
 from jobs.lake.sink import as_of_predicate
-from jobs.lake.tables import SNAPSHOT_TABLES, TABLES, snapshot_table
 from jobs.readers.views import register_tables
 
 EARLY = datetime(2026, 11, 1, 0, 2, tzinfo=timezone.utc)

@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 from offsets_log import MINUTE, T0, OffsetsLog, member
 from wheel_env import run
 
-from jobs.lake.tables import SNAPSHOT_TABLES, TABLES, snapshot_table
+from jobs.base.tables import SNAPSHOT_TABLES, TABLES, snapshot_table
 
 REPO = Path(__file__).resolve().parents[2]
 DATABASE = "lake"

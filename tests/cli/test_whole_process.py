@@ -26,7 +26,7 @@ from deltalake import DeltaTable, write_deltalake
 from offsets_log import MINUTE, T0, OffsetsLog, member
 from runs import read_tables
 
-from jobs.lake.tables import arrow_schema
+from jobs.base.tables import arrow_schema
 
 REPO = Path(__file__).resolve().parents[2]
 OFFSETLAKE = Path(sys.executable).with_name("offsetlake")  # the console script

@@ -9,11 +9,11 @@ import pyarrow as pa
 import pytest
 from offset_corpus import TEXTS, codec_accepts, commit_values, damaged_values
 
+from jobs.base.arrow import TIMESTAMP
 from jobs.decode.arrow_reader import proven, read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
 from jobs.replay.offsets import OFFSET_FIELDS, decoded
-from jobs.replay.records import TIMESTAMP
 from offsets_codec import DecodeError, decode_key, decode_value, encode_key, encode_value
 from offsets_codec.wire import ZERO_UUID
 

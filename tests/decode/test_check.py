@@ -8,8 +8,9 @@ import pyarrow as pa
 from offset_corpus import commit_values, damaged_values
 from offsets_log import T0, OffsetsLog, member
 
+from jobs.base.arrow import TIMESTAMP
 from jobs.decode.check import MALFORMED_CONTROL_KEY, check, check_record
-from jobs.replay.records import TIMESTAMP, records
+from jobs.replay.records import records
 from offsets_codec import encode_key, encode_value
 
 KEY = encode_key(1, {"group": "g", "topic": "t", "partition": 0})

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pyarrow as pa
 
-from jobs.derive.end_offsets import SCHEMA, Snapshots, epoch_us, history_rows, merge_history
-from jobs.lake.tables import TIMESTAMP
+from jobs.base.arrow import TIMESTAMP, epoch_us
+from jobs.derive.end_offsets import SCHEMA, Snapshots, history_rows, merge_history
 
 T = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)  # as_of
 MIN = timedelta(minutes=1)

@@ -7,9 +7,10 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pytest
 
-from jobs.derive.end_offsets import SCHEMA, Snapshots, epoch_us, history_rows
+from jobs.base.arrow import TIMESTAMP, epoch_us
+from jobs.base.tables import arrow_schema
+from jobs.derive.end_offsets import SCHEMA, Snapshots, history_rows
 from jobs.derive.lag import consumer_lag
-from jobs.lake.tables import TIMESTAMP, arrow_schema
 
 T = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)  # as_of
 MIN = timedelta(minutes=1)

@@ -7,9 +7,10 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pytest
 
-from jobs.derive.end_offsets import SCHEMA, Snapshots, epoch_us
+from jobs.base.arrow import epoch_us
+from jobs.base.tables import arrow_schema
+from jobs.derive.end_offsets import SCHEMA, Snapshots
 from jobs.derive.status import DECISIONS, group_status
-from jobs.lake.tables import arrow_schema
 from jobs.replay.history import COMMIT_WINDOW_SCHEMA
 
 T = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)  # as_of

@@ -7,10 +7,10 @@ import pytest
 
 import jobs.cli
 
+from jobs.base.errors import BadInput
 from jobs.config import RebuildConfig
 from jobs.engine import choose_runner
 from jobs.engine.local import LocalRunner
-from jobs.errors import BadInput
 
 
 @pytest.fixture(autouse=True)

@@ -6,9 +6,9 @@ import pyarrow as pa
 import pytest
 import pyarrow.parquet as pq
 
+from jobs.base.storage import Location
 from jobs.engine.handoffs import CHUNKS, DERIVE_READS, DERIVED, REPLAYED, Chunks, Staged, _of
 from jobs.engine.stages import EARLIER, StagingLayout, earlier_files
-from jobs.lake.storage import Location
 
 SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("row", pa.int64())])
 

@@ -20,10 +20,10 @@ from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member, compacted, wr
 from runs import read_tables
 
 import jobs.lake.sink
+from jobs.base.storage import Location
+from jobs.base.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
 from jobs.config import RebuildConfig
 from jobs.lake.runs import delta_table, snapshot
-from jobs.lake.storage import Location
-from jobs.lake.tables import ARCHIVE, ARCHIVE_OFFSETS, arrow_schema
 from jobs.pipeline import run
 from jobs.sources.archive import merged, offset_ranges
 from jobs.sources.kafka_client import OFFSETS_TOPIC
@@ -178,8 +178,8 @@ def test_a_run_killed_right_after_its_append_is_undone_by_the_next_run(inputs, t
     import sys
 
     import jobs
+    from jobs.base.tables import TABLES
     from jobs.kill_points import KILL_AT
-    from jobs.lake.tables import TABLES
 
     out = tmp_path / "out"
     rebuild(f"parquet:{inputs['first']}", out)
@@ -405,10 +405,10 @@ def test_an_archive_without_its_offsets_table_is_read_from_raw_records(two_runs,
     raw_records itself, the same."""
     from jobs.sources import archive
 
-    output = Location.parse(two_runs["out"])
-    kept = archive.Archive.open(output, exact=True)
+    newest = snapshot(Location.parse(two_runs["out"]), [ARCHIVE])
+    kept = archive.Archive.open(newest, exact=True)
     monkeypatch.setattr(archive, "ARCHIVE_OFFSETS", "_not_recorded")
-    scanned = archive.Archive.open(output, exact=True)
+    scanned = archive.Archive.open(newest, exact=True)
     assert (scanned.records, scanned.ends, scanned.ranges) == (kept.records, kept.ends, kept.ranges)
     assert {k: [list(a) for a in v] for k, v in scanned.offsets.items()} == \
         {k: [list(a) for a in v] for k, v in kept.offsets.items()}

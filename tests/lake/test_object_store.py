@@ -19,8 +19,8 @@ from runs import read_tables
 from s3_server import S3Server, free_port, no_credentials
 from takeover import paused_takeover
 
+from jobs.base.storage import Location
 from jobs.lake.runs import finished_runs, unreferenced_files
-from jobs.lake.storage import Location
 
 OFFSETLAKE = str(Path(sys.executable).with_name("offsetlake"))
 READS = (("sql", "--format", "csv", "SELECT group_id, topic, partition, committed_offset, lag FROM consumer_lag "

@@ -17,12 +17,12 @@ from delta_runs import commit_run
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties
 
-from jobs.errors import BadInput, LockLost
+from jobs.base.errors import BadInput, LockLost
 from jobs.lake.output_lock import (_SCHEMA, LOCK_TABLE, RUN_FOLDER, STAGING_DIR, OutputLock, holder_of,
                                    this_process, unlock)
+from jobs.base.storage import located
+from jobs.base.tables import arrow_schema
 from jobs.lake.runs import fenced_commit, finished_runs, keep_runs, snapshot
-from jobs.lake.storage import located
-from jobs.lake.tables import arrow_schema
 
 
 def offsets(committed: int) -> dict[str, list[dict]]:

@@ -18,9 +18,9 @@ from offsets_log import DAY, HOUR, MINUTE, T0, OffsetsLog, member, random_log, c
 from runs import read_tables
 
 import jobs.pipeline
+from jobs.base.tables import ARCHIVE, FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.config import RebuildConfig
 from jobs.lake.runs import snapshot
-from jobs.lake.tables import ARCHIVE, FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.pipeline import run
 from jobs.replay.chunk import LOG_SCHEMA
 
@@ -148,13 +148,12 @@ def test_a_group_fold_kept_with_another_layout_is_not_reused(inputs, tmp_path, m
     import pyarrow as pa
 
     import jobs.sources.replay_state as replay_state
-    from jobs.lake.storage import located
 
     out = tmp_path / "out"
     rebuild(inputs["one"], out, as_of=FIRST_AS_OF)
 
     def kept() -> set[str]:
-        return set(replay_state.ReplayState.open(located(out), 2 ** 62, datetime.now(timezone.utc))[0].files)
+        return set(replay_state.ReplayState.open(snapshot(out, []), 2 ** 62, datetime.now(timezone.utc))[0].files)
 
     assert kept() == {REPLAY_STATE, FOLD_STATE}
     fold = arrow_schema(FOLD_STATE)

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from offsets_log import MINUTE, T0, OffsetsLog, random_log, write_dump
 from runs import read_tables
 
+from jobs.base.tables import TABLES
 from jobs.config import RebuildConfig
-from jobs.lake.tables import TABLES
 from jobs.pipeline import run
 
 RETENTION_MINUTES = 20

@@ -6,9 +6,9 @@ import pytest
 from delta_runs import commit_run, write_table
 from deltalake import DeltaTable
 
+from jobs.base.tables import TABLES
 from jobs.lake import runs
 from jobs.lake.runs import committed_version, finished_runs, run_id_of, snapshot, spark_user_metadata
-from jobs.lake.tables import TABLES
 
 READ = ("committed_offsets", "consumer_lag", "consumer_groups")
 

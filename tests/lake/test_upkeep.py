@@ -7,9 +7,9 @@ import zlib
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from jobs.base.storage import Location
 from jobs.lake import upkeep as upkeep_module
 from jobs.lake.runs import RUN_ID_KEY, TABLE_PROPERTIES
-from jobs.lake.storage import Location
 
 
 def appended(path, partitions: dict[int, int]) -> None:

@@ -12,11 +12,12 @@ import pyarrow.compute as pc
 import pytest
 from reference_replay import LogEntry, replay_log
 
+from jobs.base.arrow import TIMESTAMP
+from jobs.base.tables import arrow_schema
 from jobs.decode.check import check
-from jobs.lake.tables import arrow_schema
 from jobs.replay.applied import running_max
 from jobs.replay.history import commit_state, commit_windows, consume_rates, offset_commits
-from jobs.replay.records import TIMESTAMP, records
+from jobs.replay.records import records
 from jobs.replay.reduction import whole
 from jobs.replay.transactions import fates, markers
 from offsets_codec import decode_value, encode_key, encode_value

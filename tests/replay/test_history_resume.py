@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from offsets_log import MINUTE, T0, random_log
 
-from jobs.lake.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE
+from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE
 from jobs.pipeline import _replay_kernel
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, read_chunk
 from jobs.replay.duplicates import spans

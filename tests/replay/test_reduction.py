@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 from offsets_log import MINUTE, OffsetsLog, member, random_log, utc
 from offsets_log import T0 as LOG_T0
 
+from jobs.base.arrow import TIMESTAMP
+from jobs.base.tables import FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.decode.check import check
 from jobs.replay.counts import count_rows, total
-from jobs.lake.tables import FOLD_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay.partition import ReplaySettings, replay_partition
-from jobs.replay.records import TIMESTAMP, records
+from jobs.replay.records import records
 from jobs.replay.reduction import combine, prefold, whole
 from jobs.replay.resume import from_state
 from offsets_codec import encode_key, encode_value

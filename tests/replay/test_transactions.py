@@ -12,11 +12,12 @@ import pytest
 from offsets_log import CONTROL_NAMES, DAY, MINUTE, T0, WEEK, OffsetsLog
 from reference_replay import LogEntry, replay_log
 
+from jobs.base.arrow import TIMESTAMP
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, check
 from jobs.replay.offsets import offset_state
 from jobs.replay.partition import ReplaySettings, replay_partition
-from jobs.replay.records import TIMESTAMP, records
+from jobs.replay.records import records
 from jobs.replay.reduction import combine, prefold, whole
 from jobs.replay.transactions import fates, markers, next_markers
 from offsets_codec import encode_key, encode_value

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput
 from jobs.sources.tasks import task_errors
 from offsets_codec import encode_key, encode_value
 
@@ -34,7 +34,7 @@ def _damaged_dump(path) -> None:
 def test_a_damaged_row_group_ends_its_task_with_one_line(tmp_path):
     """A data page that does not decompress fails the task with the file and row group, which the CLI prints as
     its one-line error (jobs.sources.tasks.task_errors), not Spark's report."""
-    from jobs.lake.storage import Location
+    from jobs.base.storage import Location
     from jobs.sources.parquet import COLUMNS, Rows, read_row_groups
 
     path = tmp_path / "dump.parquet"

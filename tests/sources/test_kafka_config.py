@@ -7,14 +7,14 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pytest
 
+from jobs.base.errors import BadInput, redact
 from jobs.config import KafkaOptions
 from jobs.derive.end_offsets import Snapshots, history_rows
 from jobs.derive.lag import consumer_lag
-from jobs.errors import BadInput
 from jobs.sources.kafka import Slice
-from jobs.sources.kafka_spark import SPARK_KAFKA_CLASS, choose_reader, source_options, spark_kafka_options
 from jobs.sources.kafka_client import Cluster
-from jobs.sources.kafka_config import parse_properties, redact, to_librdkafka
+from jobs.sources.kafka_config import parse_properties, to_librdkafka
+from jobs.sources.kafka_spark import SPARK_KAFKA_CLASS, choose_reader, source_options, spark_kafka_options
 
 SECRET = "pa55-w0rd=;x"
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required \\\n'

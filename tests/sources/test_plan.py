@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import given, settings, strategies as st
 
-from jobs.lake.storage import Location
+from jobs.base.storage import Location
 from jobs.sources.parquet import plan_row_groups, read_row_groups
 
 

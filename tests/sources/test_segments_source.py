@@ -17,9 +17,9 @@ from reference_replay import LogEntry, replay_log
 from replay.test_transactions import random_log
 from runs import read_tables
 
+from jobs.base.errors import BadInput
 from jobs.cli import cli
 from jobs.config import KafkaOptions, RebuildConfig, SourceSpec
-from jobs.errors import BadInput
 from jobs.pipeline import run
 from jobs.sources import tasks
 from jobs.sources.plan import plan_source

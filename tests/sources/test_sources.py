@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from jobs.base.errors import BadInput
 from jobs.config import KafkaOptions, SourceSpec
-from jobs.errors import BadInput
 from jobs.replay.records import records
 from jobs.sources import check_source
 from jobs.sources.end_offsets import load_end_offsets

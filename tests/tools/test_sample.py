@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from jobs.base.tables import TABLES
 from jobs.cli import cli
 from jobs.decode.check import group_id_of
 from jobs.tools.sample import write_sample
-from jobs.lake.tables import TABLES
 from offsets_codec import SHARE_STATE, decode_key, decode_value, partition_for
 from offsets_codec.segments import control_marker
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from typing import Mapping
 
 import pyarrow as pa
 
-from jobs.config import data_dir
+from jobs.base.arrow import TIMESTAMP
+from jobs.base.data import data_dir
 
 SCHEMA_DIR = data_dir("schemas")
 TABLES = (
@@ -58,7 +60,6 @@ SNAPSHOT_TABLES = (
     "share_partition_state",
 )
 SNAPSHOT_PARTITION = "as_of"
-TIMESTAMP = pa.timestamp("us", tz="UTC")  # Delta's `timestamp`
 _PRIMITIVES = {
     "string": pa.string(), "binary": pa.binary(), "boolean": pa.bool_(), "tinyint": pa.int8(),
     "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(), "double": pa.float64(), "timestamp": TIMESTAMP,
@@ -141,14 +142,19 @@ def _split(text: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-def conform(table: pa.Table, name: str) -> pa.Table:
-    """`table` as table `name`: the columns of its schema (the contract's and the extra ones it declares), in
-    order and typed; a missing column is a bug."""
-    schema = arrow_schema(name)
-    missing = [f.name for f in schema if f.name not in table.column_names]
-    if missing:
-        raise AssertionError(f"{name}: the replay produced no column(s) {missing}")
-    return pa.table([table.column(f.name).cast(f.type) for f in schema], schema=schema)
+def conform(columns: pa.Table | Mapping[str, pa.Array | pa.ChunkedArray], table: str | pa.Schema,
+            rows: int | None = None) -> pa.Table:
+    """`columns` (a table, or columns by name) as `table` (a table of schemas/, by name, or a schema): the columns
+    of its schema (the contract's and the extra ones it declares), in order and typed. The one cast to a table's
+    schema. A missing column is null when `rows` (the number of rows) is given, else a bug."""
+    schema = arrow_schema(table) if isinstance(table, str) else table
+    if isinstance(columns, pa.Table):
+        columns = {name: columns.column(name) for name in columns.column_names}
+    missing = [f.name for f in schema if f.name not in columns]
+    if missing and rows is None:
+        raise AssertionError(f"{table if isinstance(table, str) else 'a table'}: no column(s) {missing}")
+    return pa.table([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(rows, f.type) for f in schema],
+                    schema=schema)
 
 
 def utc_micros(t: pa.DataType, tz: str | None = "UTC") -> pa.DataType:

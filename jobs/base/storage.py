@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
-from jobs.errors import BadInput
+from jobs.base.errors import BadInput, redact
 
 # Schemes and what pyarrow and delta-rs call them.
 _ARROW = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "abfs": "abfs", "abfss": "abfs", "hdfs": "hdfs"}
@@ -29,7 +29,6 @@ SCHEMES = ("file", *_ARROW, "dbfs")
 _S3 = {"AWS_ACCESS_KEY_ID": "access_key", "AWS_SECRET_ACCESS_KEY": "secret_key", "AWS_SESSION_TOKEN": "session_token",
        "AWS_REGION": "region", "AWS_DEFAULT_REGION": "region", "AWS_ENDPOINT_URL": "endpoint_override",
        "AWS_ENDPOINT": "endpoint_override"}
-SECRET_WORDS = ("SECRET", "KEY", "TOKEN", "PASSWORD", "CREDENTIAL", "SAS")
 DELTA_RS_REFUSES = "^[]|"  # in a local path, delta-rs 1.x panics ("Invalid object store url")
 
 
@@ -359,10 +358,3 @@ def parse_storage_options(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
         found[key.strip()] = value
     return found
 
-
-def redact(text: str, options: dict[str, str] | tuple) -> str:
-    """`text` with every secret storage option's value replaced."""
-    for key, value in dict(options).items():
-        if value and any(word in key.upper() for word in SECRET_WORDS) and len(value) >= 4:
-            text = text.replace(value, "****")
-    return text

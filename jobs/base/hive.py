@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import unquote
 
-from jobs.lake.storage import Location, located
+from jobs.base.storage import Location, located
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # Spark's folder name for a null partition value
 

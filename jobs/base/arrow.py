@@ -1,0 +1,48 @@
+"""Small helpers over Arrow columns, written once: every room of the flow reads columns as numpy the same way."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")  # Delta's `timestamp`, and every record timestamp of the replay
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A boolean column as numpy, null as False."""
+    return np.asarray(pc.fill_null(column, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def numbers(column: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
+    """An integer column as int64 numpy, `fill` where null."""
+    return np.asarray(pc.fill_null(column, fill).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def known(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Where a column is not null, as numpy."""
+    return np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), bool)
+
+
+def micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A timestamp column as epoch microseconds (int64 numpy), 0 where null."""
+    return numbers(column.cast(pa.int64()))
+
+
+def epoch_us(moment: datetime) -> int:
+    """A moment as epoch microseconds, exactly, unlike float seconds (a naive one is UTC, the session time zone
+    Spark ran in)."""
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return (moment - EPOCH) // timedelta(microseconds=1)
+
+
+def from_epoch_us(us: int) -> datetime:
+    """Epoch microseconds as a UTC moment."""
+    return EPOCH + timedelta(microseconds=int(us))
+
+
+def run_starts(keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal keys starts in `keys` (sorted, or grouped): the first position of each."""
+    return np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]])) if len(keys) else np.zeros(0, np.int64)
