@@ -127,9 +127,9 @@ class GroupIdState:
         return next((f for (f, v), o in self.identity.items() if v and f != family and o == start), None)
 
 
-# A simple group as a group event shows it: what offset commits make of an id no group record holds.
-SIMPLE_GROUP = {"group_type": CLASSIC, "state": "Empty", "generation": 0, "protocol": None, "leader_id": None,
-                "members": set()}
+# A simple group: what offset commits make of an id no group record holds (a "group" row of the group replay).
+SIMPLE_GROUP = {**{f.name: None for f in GROUP_ROWS_SCHEMA.field("group").type}, "group_type": CLASSIC,
+                "state": "Empty", "generation": 0, "member_count": 0, "subscribed_topics": []}
 
 
 def _by_role(records: dict[bytes, GroupRecord], start: int) -> dict[str | None, list[GroupRecord]]:
@@ -372,7 +372,7 @@ class PartitionReplay:
         if now is None and previous is None:
             if not self._held_offsets(group_id, id_state, record):
                 return
-            previous = dict(SIMPLE_GROUP)  # the group its offsets made, which the tombstone deletes
+            previous = {**SIMPLE_GROUP, "members": set()}  # the group its offsets made, which the tombstone deletes
         if now is not None and previous is not None and all(
                 now[k] == previous[k] for k in ("group_type", "generation", "state", "members", "protocol", "leader_id")):
             if FAMILY[record.record_type] != CLASSIC:
@@ -471,10 +471,8 @@ def existing_groups(held: pa.Table, identity: pa.Table, committed: pa.Table, pen
         holder, newest_identity = holders.get(g, (None, None))
         if holder is not None:
             continue
-        group_rows.append({
-            "coordinator_partition": partition, "group_id": g, **{f.name: None for f in fields}, "group_type": CLASSIC,
-            "state": "Empty", "generation": 0, "member_count": 0, "subscribed_topics": [],
-            "is_orphan": newest_identity is not None and newest_identity > newest})
+        group_rows.append({"coordinator_partition": partition, "group_id": g, **SIMPLE_GROUP,
+                           "is_orphan": newest_identity is not None and newest_identity > newest})
     schema = pa.schema([("coordinator_partition", pa.int32()), ("group_id", pa.string()), *fields,
                         ("is_orphan", pa.bool_())])
     return pa.Table.from_pylist(group_rows, schema=schema)

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from jobs.base.arrow import TIMESTAMP, mask
 from jobs.decode.arrow_reader import read
-from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
+from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
 from jobs.replay.applied import applied_sequence
 from offsets_codec.wire import ZERO_UUID
@@ -31,12 +31,6 @@ class OffsetState(NamedTuple):
     committed: pa.Table  # live committed offsets, one per key (OFFSET_SCHEMA)
     pending: pa.Table  # open transactional commits, one per key and producer (OFFSET_SCHEMA)
     winners: pa.Table  # the newest effective record of every key, tombstones too: group_id, record_offset, timestamp
-
-
-def is_offset_record(rows: pa.Table) -> np.ndarray:
-    head = pc.binary_slice(rows.column("key"), 0, 2)
-    return mask(pc.is_in(head, value_set=pa.array(OFFSET_KEY_PREFIXES, pa.binary()))) & \
-        mask(pc.is_valid(rows.column("record_type")))
 
 
 def offset_state(offset_records: pa.Table, found: pa.Table) -> OffsetState:
