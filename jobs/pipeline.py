@@ -228,8 +228,8 @@ def _derive(rebuild: _Rebuild, as_of: datetime, topic_ids: dict[str, str], live_
     derived; the driver's own tables staged. Returns whether end_offsets_history grows by an append (a resumed
     run's new snapshots, none replacing an earlier one)."""
     cfg, layout = rebuild.cfg, rebuild.layout
-    fold_names = layout.read(REPLAYED.fold, filter=pc.field("kind") == "topic_name")
-    names = topic_names(fold_names, layout.read(REPLAYED.offset_topics), topic_ids)
+    named = layout.read(REPLAYED.group_rows, filter=pc.field("kind") == "topic_name")
+    names = topic_names(named, layout.read(REPLAYED.offset_topics), topic_ids)
     ends = _end_offsets(cfg, as_of, _previous_end_offsets(cfg), live_ends, layout, names)
     derive = _derive_settings(cfg, as_of, names, ends, live_ends is not None)
     rebuild.runner.by_partition(DERIVED.stage, DERIVE_READS, partial(_derive_kernel, settings=derive),
@@ -327,7 +327,7 @@ def _replay_kernel(inputs: dict[str, pa.Table], settings: ReplaySettings, cutoff
 
 
 def _derive_kernel(inputs: dict[str, pa.Table], settings: DeriveSettings) -> Iterator[tuple[str, pa.Table]]:
-    for part in partition_sets(inputs, keyed=["committed_offsets", "fold", "commit_windows", "consume_rates"]):
+    for part in partition_sets(inputs, keyed=["committed_offsets", "group_rows", "commit_windows", "consume_rates"]):
         yield from derive_partition(part, settings)
 
 

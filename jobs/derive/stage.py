@@ -18,7 +18,7 @@ from jobs.replay.share_state import share_lag_rows
 
 # The replay's outputs each partition's derivation reads (jobs.replay.partition.OUTPUTS, and share_state.OUTPUTS:
 # a `__share_group_state` partition's state, which shares nothing with the offsets partition of its number).
-INPUTS = ("committed_offsets", "fold", "commit_windows", "consume_rates", "share_state")
+INPUTS = ("committed_offsets", "group_rows", "commit_windows", "consume_rates", "share_state")
 OUTPUTS = {t: arrow_schema(t) for t in ("group_members", "group_target_assignments", "streams_topologies",
                                         "consumer_lag", "group_status", "share_partition_state")}
 
@@ -38,7 +38,7 @@ class DeriveSettings:
 
 def derive_partition(inputs: dict[str, pa.Table], settings: DeriveSettings) -> Iterator[tuple[str, pa.Table]]:
     """(output name, table) of one coordinator partition's replay outputs INPUTS."""
-    yield from member_tables(inputs["fold"], settings.names, settings.as_of).items()
+    yield from member_tables(inputs["group_rows"], settings.names, settings.as_of).items()
     share = inputs.get("share_state")
     if share is not None and share.num_rows:
         share = share.set_column(share.schema.get_field_index("topic"), "topic",

@@ -83,7 +83,7 @@ class Replayed(Pass):
     quarantine: Staged
     offset_commits: Staged
     group_events: Staged
-    fold: Staged  # members, target assignments, topologies and topic names (jobs.derive.members)
+    group_rows: Staged  # the group replay's members, target assignments, topologies, topic names (jobs.derive.members)
     offset_topics: Staged  # the topic ids and names offset commits carry
     commit_windows: Staged  # each partition's last commits (group_status)
     consume_rates: Staged

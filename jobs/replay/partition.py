@@ -63,7 +63,8 @@ class ReplaySettings:
 OUTPUTS: dict[str, pa.Schema] = {
     **{t: arrow_schema(t) for t in ("committed_offsets", "expired_offsets", "consumer_groups",
                                     "pending_transactions", "quarantine", "offset_commits", "group_events")},
-    "fold": GROUP_ROWS_SCHEMA,  # members, target assignments, topologies and topic names, for jobs.derive.members
+    # The group replay's rows the derivation names members from (groups.member_level): jobs.derive.members.
+    "group_rows": GROUP_ROWS_SCHEMA,
     "offset_topics": pa.schema([("topic_id", pa.string()), ("topic", pa.string())]),
     "commit_windows": COMMIT_WINDOW_SCHEMA,
     "consume_rates": CONSUME_RATE_SCHEMA,
@@ -183,7 +184,7 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
     yield "consumer_groups", existing
     if offsets.pending.num_rows:
         yield "pending_transactions", contract.pending_transactions(offsets.pending, as_of)
-    yield "fold", member_level(group_rows, existing)
+    yield "group_rows", member_level(group_rows, existing)
     topics = offsets.committed.filter(pc.is_valid(offsets.committed.column("topic_id")))
     yield "offset_topics", topics.select(["topic_id", "topic"])
     violations = of_kind(group_rows, "violation")

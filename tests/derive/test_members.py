@@ -107,7 +107,7 @@ def tables() -> dict[str, list[dict]]:
     for name, table in replay_partition(whole(check(records(the_log().table())), None), settings):
         found.setdefault(name, []).append(table)
     outputs = {name: pa.concat_tables(tables) for name, tables in found.items()}
-    derived = member_tables(outputs["fold"], NAMES, AS_OF)
+    derived = member_tables(outputs["group_rows"], NAMES, AS_OF)
     return {name: t.to_pylist() for name, t in {**outputs, **derived}.items()}
 
 

@@ -49,7 +49,7 @@ def test_each_pass_names_exactly_its_kernels_outputs():
     assert (REPLAYED.replay_state.stage, REPLAYED.replay_state.name) == ("replay", "_replay_state")
     assert DERIVED.stage == "derive" and "lag" in DERIVED.consumer_lag.schema.names
     assert {s.name for s in DERIVE_READS} <= {s.name for s in REPLAYED.all()}
-    assert REPLAYED.named("fold") is REPLAYED.fold
+    assert REPLAYED.named("group_rows") is REPLAYED.group_rows
     with pytest.raises(TypeError):
         _of(Chunks, {"log": SCHEMA})  # the others are missing
     with pytest.raises(TypeError):

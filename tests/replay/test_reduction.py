@@ -107,7 +107,7 @@ _OPERATION = st.tuples(
     st.sampled_from([-1, 201, 202]),  # producer: -1 plain
     st.sampled_from(["COMMIT", "ABORT"]),
 )
-_TABLES = ("committed_offsets", "expired_offsets", "consumer_groups", "pending_transactions", "quarantine", "fold")
+_TABLES = ("committed_offsets", "expired_offsets", "consumer_groups", "pending_transactions", "quarantine", "group_rows")
 
 
 def _settings(as_of_minutes: int, keep_log: bool) -> ReplaySettings:
@@ -212,9 +212,9 @@ def test_a_resumed_replay_folds_again_only_the_groups_whose_records_changed(monk
     found = _replayed(resumed, 10, keep_log=True, folded=fold)
     assert sorted(folded) == ["deleted", "joined"]
     expected = _replayed(_whole(raw, 10), 10)
-    for table in (*_TABLES, "fold"):
+    for table in (*_TABLES, "group_rows"):
         assert _sorted(found.get(table, [])) == _sorted(expected.get(table, [])), table
-    members = {r["member"]["member_id"] for r in found["fold"] if r["kind"] == "member"}
+    members = {r["member"]["member_id"] for r in found["group_rows"] if r["kind"] == "member"}
     assert members == {"kept-1", "joined-1", "joined-2"}
 
 

@@ -67,7 +67,7 @@ def test_partitions_replayed_together_give_what_each_alone_gives(operations, own
 
     derive = DeriveSettings(replay.as_of, {}, None, None, None, history=False)
     replayed = {name: pa.concat_tables([_schema_of(name).empty_table(), *(t for n, t in at_once if n == name)])
-                for name in ("committed_offsets", "fold")}
+                for name in ("committed_offsets", "group_rows")}
     empty = {"commit_windows": None, "consume_rates": None, "share_state": None}
     derive_inputs = {**replayed, **{name: _schema_of(name).empty_table() for name in empty}}
     by_partition = [item for p in pc.unique(partition).to_pylist()
