@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from jobs.base.arrow import mask, numbers
 from jobs.decode.columns import CONSUMER_PROTOCOL
+from jobs.replay.transactions import with_pending
 
 _INT64_MAX = np.iinfo(np.int64).max
 _INT64_MIN = np.iinfo(np.int64).min
@@ -76,7 +77,7 @@ def apply_expiry(offsets: pa.Table, groups: pa.Table, pending: pa.Table, as_of_m
     partition's groups (jobs.replay.groups.existing_groups); `pending`: its open transactional commits."""
     base, allowed = retention_base(offsets, groups)
     subscribed = _subscribed(offsets, groups)
-    in_open_transaction = _keys_in(offsets, pending, ["group_id", "topic", "partition"])
+    in_open_transaction = with_pending(offsets, pending, ["group_id", "topic", "partition"])
     candidate = allowed & ~subscribed & ~in_open_transaction
     explicit_known = mask(pc.is_valid(offsets.column("expire_timestamp_ms")))
     explicit = numbers(offsets.column("expire_timestamp_ms"))
@@ -107,11 +108,3 @@ def _subscribed(offsets: pa.Table, groups: pa.Table) -> np.ndarray:
     subscribed = np.zeros(offsets.num_rows, bool)
     subscribed[numbers(found.column("row"))] = True
     return subscribed
-
-
-def _keys_in(rows: pa.Table, others: pa.Table, key: list[str]) -> np.ndarray:
-    """Per row of `rows`: some row of `others` has the same `key`."""
-    if not others.num_rows or not rows.num_rows:
-        return np.zeros(rows.num_rows, bool)
-    wanted = set(zip(*(others.column(k).to_pylist() for k in key)))
-    return np.array([k in wanted for k in zip(*(rows.column(k).to_pylist() for k in key))], bool)

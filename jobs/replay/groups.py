@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from jobs.base.arrow import mask, run_starts
 from jobs.base.tables import FOLD_STATE, arrow_schema
 from jobs.decode.columns import group_metadata_columns, modern_columns
+from jobs.replay.transactions import with_pending
 from offsets_codec import REGISTRY, decode_value
 
 CLASSIC = "classic"
@@ -487,10 +488,8 @@ def remaining_groups(groups: pa.Table, live: pa.Table, pending: pa.Table) -> pa.
     at = pc.index_in(groups.column("group_id"), value_set=counts[0])
     offset_count = pc.fill_null(pc.take(counts[1], at), 0).cast(pa.int32())
     with_counts = groups.append_column("offset_count", offset_count)
-    open_groups = set(pending.column("group_id").to_pylist())
     deletable = (mask(pc.equal(groups.column("state"), "Empty")) & (offset_count.to_numpy() == 0)
-                 & ~mask(pc.equal(groups.column("group_type"), "share"))
-                 & ~np.array([g in open_groups for g in groups.column("group_id").to_pylist()], bool))
+                 & ~mask(pc.equal(groups.column("group_type"), "share")) & ~with_pending(groups, pending, ["group_id"]))
     return with_counts.filter(pa.array(~deletable))
 
 

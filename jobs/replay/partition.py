@@ -142,11 +142,6 @@ def _of_types(rows: pa.Table, valid: np.ndarray, types: Iterable[int]) -> pa.Tab
     return (rows.select(OFFSET_COLUMNS) if types is OFFSET_COMMIT_TYPES else rows).filter(pa.array(kept))
 
 
-def _markers(rows: pa.Table, valid: np.ndarray) -> pa.Table:
-    """The transaction markers among `rows`' `valid` records (jobs.replay.transactions.markers)."""
-    return markers(rows.filter(pa.array(valid & mask(rows.column("is_control")))))
-
-
 def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_groups: pa.Table | None,
             unfolded: pa.Table | None, tail: pa.Table | None) -> Iterator[tuple[str, pa.Table]]:
     """The replay of `rows`' `valid` records: each kind of record taken from `rows` once, to where it goes; the
@@ -155,7 +150,7 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
     def of_types(types: Iterable[int]) -> pa.Table:
         return _of_types(rows, valid, types)
 
-    found = _markers(rows, valid)
+    found = markers(rows, valid)
     offset_records = of_types(OFFSET_COMMIT_TYPES)
     offsets = offset_state(offset_records, found)
     group_records = of_types(GROUP_TYPES)
@@ -196,7 +191,7 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
         if unfolded is not None:  # the history's records are not the state's
             whole = unreplayed(unfolded, settings.replayed_through)
             whole_valid = _valid(whole, settings)
-            found = _markers(whole, whole_valid)
+            found = markers(whole, whole_valid)
             offset_records = _of_types(whole, whole_valid, OFFSET_COMMIT_TYPES)
         earlier = keyed_state(tail)
         commits, keys = offset_commits(offset_records, found, earlier)

@@ -41,9 +41,8 @@ from jobs.replay.duplicates import CONFLICT
 from jobs.replay.groups import GROUP_ROWS_SCHEMA, of_kind, replay_groups
 from jobs.replay.history import STATE_SCHEMA
 from jobs.replay.records import RECORD_SCHEMA
-from jobs.replay.transactions import transactional
+from jobs.replay.transactions import whole_commits
 from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
-from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 
 def state_rows(rows: pa.Table, topic: str = OFFSETS_TOPIC) -> pa.Table:
@@ -79,14 +78,14 @@ def unreplayed(rows: pa.Table, through: dict[int, int] | None) -> pa.Table:
     when it replays them all (`through` None), else those after the offset through which the previous run
     replayed their coordinator partition (`through`, jobs.sources.replay_state.ReplayState), and the transactional
     commits kept whole, which wait for their marker."""
-    whole = ~mask(pc.fill_null(rows.column("reduced"), False))
+    whole = ~mask(rows.column("reduced"))
     if through is None:
         return rows.filter(pa.array(whole))
     partition = numbers(rows.column("coordinator_partition"), -1)
     ends = np.full(max([*through, int(partition.max(initial=0))]) + 2, -1, np.int64)  # [-1]: no partition's
     ends[list(through)] = list(through.values())
     after = numbers(rows.column("record_offset"), -1) > ends[partition]
-    return rows.filter(pa.array(whole & (after | transactional(rows))))
+    return rows.filter(pa.array((whole & after) | whole_commits(rows)))
 
 
 def newest_folded(state: pa.Table) -> datetime | None:
@@ -94,16 +93,6 @@ def newest_folded(state: pa.Table) -> datetime | None:
     replayed from the state."""
     folded = state.filter(pc.fill_null(state.column("reduced"), False))
     return pc.max(folded.column("newest_timestamp")).as_py() if folded.num_rows else None
-
-
-def folded_transactions(state: pa.Table) -> dict[int, int]:
-    """Per coordinator partition of `state`: the highest offset of a folded row of a transaction (a commit or a
-    marker: jobs.replay.reduction.fold_decided)."""
-    folded = state.filter(pc.and_(pc.and_(pc.fill_null(state.column("reduced"), False),
-                                          pc.not_equal(state.column("producer_id"), NO_PRODUCER)),
-                                  pc.equal(state.column("topic"), OFFSETS_TOPIC)))
-    ends = folded.group_by("coordinator_partition").aggregate([("record_offset", "max")])
-    return dict(zip(ends.column("coordinator_partition").to_pylist(), ends.column("record_offset_max").to_pylist()))
 
 
 def state_moments(state: pa.Table, started: datetime) -> pa.Table:

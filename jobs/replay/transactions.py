@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.base.arrow import mask, numbers
-from offsets_codec.registry import OFFSET_COMMIT_TYPES
+from offsets_codec.registry import OFFSET_COMMIT_TYPES, OFFSETS_TOPIC
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
 MARKER_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("record_offset", pa.int64()),
@@ -26,8 +26,11 @@ def is_marker(checked: pa.Table) -> np.ndarray:
         mask(pc.is_null(checked.column("error")))
 
 
-def markers(checked: pa.Table) -> pa.Table:
-    """The COMMIT and ABORT markers among checked records (MARKER_SCHEMA), in their order."""
+def markers(checked: pa.Table, among: np.ndarray | None = None) -> pa.Table:
+    """The COMMIT and ABORT markers among checked records (MARKER_SCHEMA), in their order; only those of the rows
+    `among` selects, when given (the replay's: the records it applies, up to as_of)."""
+    if among is not None:  # markers are control records: the few rows a filter copies
+        checked = checked.filter(pa.array(among & mask(checked.column("is_control"))))
     found = checked.filter(pa.array(is_marker(checked)))
     return pa.table([found.column("coordinator_partition"), found.column("record_offset"),
                      found.column("producer_id"), found.column("transaction_marker")], schema=MARKER_SCHEMA)
@@ -36,6 +39,25 @@ def markers(checked: pa.Table) -> pa.Table:
 def transactional(rows: pa.Table) -> np.ndarray:
     """Per offset record: a commit written in a transaction (its tombstones apply where they are, like anyone's)."""
     return mask(pc.not_equal(rows.column("producer_id"), NO_PRODUCER)) & mask(pc.is_valid(rows.column("value")))
+
+
+def whole_commits(rows: pa.Table) -> np.ndarray:
+    """Per offset record: a transactional commit kept whole, whose fate its producer's next marker tells. A folded
+    one (`reduced`, when the rows have it) is of a transaction `decided` COMMIT: it applies where it is."""
+    txn = transactional(rows)
+    if "reduced" in rows.column_names:
+        txn &= ~mask(rows.column("reduced"))
+    return txn
+
+
+def with_pending(rows: pa.Table, pending: pa.Table, key: list[str]) -> np.ndarray:
+    """Per row of `rows`: an open transactional commit of `pending` (jobs.replay.applied) has its `key`. The
+    broker's cleanup neither expires an offset with one on its partition nor deletes a group with one
+    (OffsetMetadataManager.cleanupExpiredOffsets)."""
+    if not pending.num_rows or not rows.num_rows:
+        return np.zeros(rows.num_rows, bool)
+    wanted = set(zip(*(pending.column(k).to_pylist() for k in key)))
+    return np.array([k in wanted for k in zip(*(rows.column(k).to_pylist() for k in key))], bool)
 
 
 def next_markers(commits: pa.Table, found: pa.Table) -> tuple[pa.Array, pa.Array]:
@@ -83,10 +105,7 @@ def fates(offset_records: pa.Table, found: pa.Table) -> tuple[np.ndarray, np.nda
     tombstone, or a transactional commit whose transaction committed; still open: a transactional commit with
     no marker after it; the position it applies at: its own offset, or its COMMIT marker's)."""
     position = numbers(offset_records.column("record_offset")).copy()
-    # A folded commit (`reduced`) is of a transaction already decided COMMIT (jobs.replay.reduction.fold_decided).
-    txn = transactional(offset_records)
-    if "reduced" in offset_records.column_names:
-        txn &= ~mask(offset_records.column("reduced"))
+    txn = whole_commits(offset_records)
     effective, still_open = ~txn, np.zeros(offset_records.num_rows, bool)
     if txn.any():
         which = np.flatnonzero(txn)
@@ -110,7 +129,7 @@ def decided(rows: pa.Table, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     an offset among these (jobs.pipeline then replays the archive)."""
     checked = mask(pc.is_null(rows.column("error")))
     offset_commit = mask(pc.is_in(rows.column("record_type"), value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
-    commits = np.flatnonzero(transactional(rows) & offset_commit & ~mask(rows.column("reduced")) & checked)
+    commits = np.flatnonzero(whole_commits(rows) & offset_commit & checked)
     marker_rows = np.flatnonzero(is_marker(rows))
     if not len(commits) or not len(marker_rows):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), None
@@ -126,3 +145,14 @@ def decided(rows: pa.Table, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     idle[marker_rows] = ok[marker_rows] & np.isin(partition[marker_rows], partition[commits])
     idle[deciding[(deciding >= 0) & ~committed]] = False  # a marker a whole commit waits for
     return commits[committed], deciding[committed], idle
+
+
+def folded_transactions(state: pa.Table) -> dict[int, int]:
+    """Per coordinator partition of a replay state (jobs.replay.resume): the highest offset of a row of a
+    transaction (a commit or a marker) `decided` folded. A record that comes later below it could fall between a
+    commit and its marker, which the folded rows no longer show: the run then replays the archive."""
+    folded = state.filter(pc.and_(pc.and_(pc.fill_null(state.column("reduced"), False),
+                                          pc.not_equal(state.column("producer_id"), NO_PRODUCER)),
+                                  pc.equal(state.column("topic"), OFFSETS_TOPIC)))
+    ends = folded.group_by("coordinator_partition").aggregate([("record_offset", "max")])
+    return dict(zip(ends.column("coordinator_partition").to_pylist(), ends.column("record_offset_max").to_pylist()))

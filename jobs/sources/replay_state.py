@@ -78,7 +78,8 @@ class ReplayState:
         none was left by the newest complete run (with the history: none with its history state, or kept for
         `windows` narrower than this run's status and rate windows), or `cutoff_us` (this run's as_of, or the
         future) comes before the newest record it folded."""
-        from jobs.replay.resume import folded_transactions, newest_folded, state_moments
+        from jobs.replay.resume import newest_folded, state_moments
+        from jobs.replay.transactions import folded_transactions
 
         run = earlier.run
         versions = earlier.recorded

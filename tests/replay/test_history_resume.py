@@ -18,8 +18,8 @@ from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, read_chunk
 from jobs.replay.duplicates import spans
 from jobs.replay.partition import OUTPUTS as REPLAY_OUTPUTS, ReplaySettings
 from jobs.replay.records import records
-from jobs.replay.resume import folded_transactions
 from jobs.replay.share_state import OUTPUTS as SHARE_OUTPUTS
+from jobs.replay.transactions import folded_transactions
 from jobs.sources.replay_state import ReplayState, replayed
 from offsets_codec.registry import OFFSETS_TOPIC
 
