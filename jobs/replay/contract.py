@@ -1,6 +1,6 @@
 """The replay's tables as the contract shapes them (../shared/docs/table-contract.md): columns, order and types,
 in one place. The rules (jobs.replay.offsets, expiry, groups, history) give their rows in their own terms;
-jobs.replay.partition hands them here.
+jobs.replay.partition hands them here (and jobs.replay.history its offset_commits rows, which its state reads).
 """
 from __future__ import annotations
 
@@ -52,6 +52,13 @@ def pending_transactions(pending: pa.Table, as_of: pa.Scalar) -> pa.Table:
                     "commit_timestamp": timestamps_ms(pending.column("commit_timestamp_ms")),
                     "as_of": pa.repeat(as_of, pending.num_rows)})
     return conform(columns, "pending_transactions")
+
+
+def offset_commit_rows(columns: dict[str, pa.Array | pa.ChunkedArray]) -> pa.Table:
+    """offset_commits rows of the applied offset records' columns (jobs.replay.history, with commit_timestamp_ms)."""
+    columns = {**columns, "commit_timestamp": timestamps_ms(columns["commit_timestamp_ms"]),
+               "commit_date": pc.cast(columns["record_timestamp"], pa.date32())}
+    return conform(columns, "offset_commits")
 
 
 def group_events(events: pa.Table) -> pa.Table:

@@ -20,8 +20,8 @@ from jobs.base.tables import arrow_schema
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
+from jobs.replay import contract
 from jobs.replay.applied import applied_sequence
-from jobs.replay.records import MAX_MS, MIN_MS
 from offsets_codec import decode_key
 
 _VALUE_FIELDS = ("offset", "leaderEpoch", "metadata", "commitTimestamp")
@@ -158,7 +158,6 @@ def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, posit
     their decoded values; `key`: their key's row of `names`), and the rows in (key, position) order: each with its
     key's previous one (in application order; for a key's first, its last of `heads`), the movement since, and
     the key's rows before it."""
-    schema = arrow_schema("offset_commits")
     n = len(key)
     order = np.lexsort((position, key)) if n else np.zeros(0, np.int64)
     follows = np.zeros(n, bool)  # in `order`: the row follows another of its key
@@ -185,8 +184,6 @@ def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, posit
     seconds = (stamp_us - before_us).astype(np.float64) / 1e6
     earlier += heads["earlier_records"][key] + 1
     both = has_offset & has_previous  # a commit after a commit: a movement
-    commit_ms = numbers(values["commit_timestamp_ms"])
-    in_range = mask(pc.is_valid(values["commit_timestamp_ms"])) & (commit_ms >= MIN_MS) & (commit_ms <= MAX_MS)
     named = pa.array(key)
     columns = {
         "group_id": names.column("group_id").take(named), "topic": names.column("topic").take(named),
@@ -195,8 +192,7 @@ def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, posit
         "committed_offset": offset_column,
         "previous_offset": pa.array(previous, pa.int64(), mask=~has_previous),
         "offset_delta": pa.array(offset - previous, pa.int64(), mask=~both),
-        "commit_timestamp": pa.array(np.where(in_range, commit_ms, 0) * 1000, pa.int64(), mask=~in_range
-                                     ).cast(TIMESTAMP),
+        "commit_timestamp_ms": values["commit_timestamp_ms"],
         "record_timestamp": stamp,
         "seconds_since_previous": pa.array(seconds, pa.float64(), mask=~(has_previous & has_stamp & has_before_stamp)),
         "is_rewind": pa.array(both & (offset < previous)),
@@ -204,11 +200,10 @@ def _rows(records: pa.Table, values: dict[str, pa.Array], key: np.ndarray, posit
         "producer_id": records.column("producer_id"),
         "coordinator_partition": records.column("coordinator_partition"),
         "record_offset": pa.array(position, pa.int64()),
-        "commit_date": pc.cast(stamp, pa.date32()),
         "source_record_offset": pa.array(source, pa.int64()),
         "earlier_records": pa.array(earlier),
     }
-    return pa.table([columns[f.name] for f in schema], schema=schema), order
+    return contract.offset_commit_rows(columns), order
 
 
 def commit_state(commits: pa.Table, window: int, since_us: int, keys: Keys | None = None,
