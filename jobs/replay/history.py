@@ -21,7 +21,7 @@ from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
 from jobs.replay import contract
-from jobs.replay.applied import applied_sequence
+from jobs.replay.applied import AppliedSequence
 from offsets_codec import decode_key
 
 _VALUE_FIELDS = ("offset", "leaderEpoch", "metadata", "commitTimestamp")
@@ -56,13 +56,12 @@ class Keys:
     earlier: np.ndarray
 
 
-def offset_commits(offset_records: pa.Table, found: pa.Table, earlier: pa.Table | None = None
+def offset_commits(offset_records: pa.Table, sequence: AppliedSequence, earlier: pa.Table | None = None
                    ) -> tuple[pa.Table, Keys]:
     """The offset_commits rows of one coordinator partition's valid offset records up to as_of (checked rows,
-    whole), given its markers `found` (jobs.replay.transactions.markers), and their Keys. `earlier`: each key's
-    state (STATE_SCHEMA, `commit_state`) an earlier run left, when `offset_records` are what came after the rows
-    it wrote (jobs.replay.resume): each key goes on from its last one."""
-    sequence = applied_sequence(offset_records, found)
+    whole), from their applied `sequence` (jobs.replay.applied), and their Keys. `earlier`: each key's state
+    (STATE_SCHEMA, `commit_state`) an earlier run left, when `offset_records` are what came after the rows it
+    wrote (jobs.replay.resume): each key goes on from its last one."""
     names = _names(sequence.keys)
     names = pa.table({"coordinator_partition": pa.array(sequence.key_partition, pa.int32()),
                       **{name: names.column(name) for name in names.column_names}})

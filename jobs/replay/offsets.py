@@ -14,7 +14,7 @@ from jobs.base.arrow import TIMESTAMP, mask
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
-from jobs.replay.applied import applied_sequence
+from jobs.replay.applied import AppliedSequence
 from offsets_codec.wire import ZERO_UUID
 
 # A decoded offset commit: the committed offset's columns.
@@ -33,11 +33,10 @@ class OffsetState(NamedTuple):
     winners: pa.Table  # the newest effective record of every key, tombstones too: group_id, record_offset, timestamp
 
 
-def offset_state(offset_records: pa.Table, found: pa.Table) -> OffsetState:
+def offset_state(offset_records: pa.Table, sequence: AppliedSequence) -> OffsetState:
     """The committed offsets, the open transactional commits and the winners of coordinator partitions' valid
-    offset records (checked rows, reduced or whole) given their markers `found` (transactions.markers): each key's
-    last applied record and its pending commits (jobs.replay.applied)."""
-    sequence = applied_sequence(offset_records, found)
+    offset records (checked rows, reduced or whole), from their applied `sequence` (jobs.replay.applied): each
+    key's last applied record and its pending commits."""
     won = offset_records.take(pa.array(sequence.newest()))
     won_live = mask(pc.is_valid(won.column("value")))
     return OffsetState(committed=decoded(won.filter(pa.array(won_live))),

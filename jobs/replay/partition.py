@@ -28,6 +28,7 @@ from jobs.replay.groups import (GROUP_ROWS_SCHEMA, GROUP_TYPES, existing_groups,
                                 remaining_groups, replay_groups)
 from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, commit_state,
                                  commit_windows, consume_rates, offset_commits)
+from jobs.replay.applied import applied_sequence
 from jobs.replay.offsets import offset_state
 from jobs.replay.reduction import fold_decided
 from jobs.replay.resume import history_state, keyed_state, replay_changed_groups, state_rows, unreplayed
@@ -152,7 +153,8 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
 
     found = markers(rows, valid)
     offset_records = of_types(OFFSET_COMMIT_TYPES)
-    offsets = offset_state(offset_records, found)
+    sequence = applied_sequence(offset_records, found)  # both the state and offset_commits follow from it
+    offsets = offset_state(offset_records, sequence)
     group_records = of_types(GROUP_TYPES)
     if settings.history and unfolded is not None:
         history_records = _of_types(unfolded, _valid(unfolded, settings), OFFSET_COMMIT_TYPES)
@@ -191,10 +193,10 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
         if unfolded is not None:  # the history's records are not the state's
             whole = unreplayed(unfolded, settings.replayed_through)
             whole_valid = _valid(whole, settings)
-            found = markers(whole, whole_valid)
             offset_records = _of_types(whole, whole_valid, OFFSET_COMMIT_TYPES)
+            sequence = applied_sequence(offset_records, markers(whole, whole_valid))
         earlier = keyed_state(tail)
-        commits, keys = offset_commits(offset_records, found, earlier)
+        commits, keys = offset_commits(offset_records, sequence, earlier)
         yield "offset_commits", commits
         window_us = settings.rate_window_ms * 1000
         state = commit_state(commits, settings.status_window, settings.as_of_us - window_us, keys, earlier)

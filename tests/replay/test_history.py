@@ -15,7 +15,7 @@ from reference_replay import LogEntry, replay_log
 from jobs.base.arrow import TIMESTAMP
 from jobs.base.tables import arrow_schema
 from jobs.decode.check import check
-from jobs.replay.applied import running_max
+from jobs.replay.applied import AppliedSequence, applied_sequence, running_max
 from jobs.replay.history import commit_state, commit_windows, consume_rates, offset_commits
 from jobs.replay.records import records
 from jobs.replay.reduction import whole
@@ -50,13 +50,13 @@ def _log(rows: list[tuple]) -> pa.Table:
     })
 
 
-def _offset_input(raw: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """(the valid offset records, the markers) of one coordinator partition's raw log, as the replay hands them
-    to the history."""
+def _offset_input(raw: pa.Table) -> tuple[pa.Table, AppliedSequence]:
+    """(the valid offset records, their applied sequence) of one coordinator partition's raw log, as the replay
+    hands them to the history."""
     valid = whole(check(records(raw)), None)
     valid = valid.filter(pc.is_null(valid.column("error")))
     offset_records = valid.filter(pc.is_in(valid.column("record_type"), pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
-    return offset_records, markers(valid)
+    return offset_records, applied_sequence(offset_records, markers(valid))
 
 
 def _history(rows: list[tuple]) -> pa.Table:
@@ -125,7 +125,8 @@ def test_a_transactional_commit_is_placed_at_its_commit_marker_and_applies_unles
         (a, b"\x00\x03broken", 6, 6, 7, False),  # fails the check
         (a, _commit(7), 7, 7, 8, False),  # open
     ])
-    offset_records, found = _offset_input(raw)
+    offset_records, sequence = _offset_input(raw)
+    found = markers(whole(check(records(raw)), None))
     effective, still_open, position = fates(offset_records, found)
     source = offset_records.column("record_offset").to_pylist()
     placed = sorted((int(p), s, r["producer_id"], r["committed"]) for p, s, r, e in zip(
@@ -133,7 +134,7 @@ def test_a_transactional_commit_is_placed_at_its_commit_marker_and_applies_unles
     assert placed == [(0, 0, -1, 1), (2, 2, 8, None), (3, 1, 7, 2)]
     assert [s for s, o in zip(source, still_open) if o] == [7]
     got = sorted((r["record_offset"], r["source_record_offset"], r["producer_id"], r["committed_offset"])
-                 for r in offset_commits(offset_records, found)[0].to_pylist())
+                 for r in offset_commits(offset_records, sequence)[0].to_pylist())
     assert got == [(0, 0, -1, 1), (2, 2, 8, None)]
     reference = replay_log(LogEntry(0, r["offset"], r["producer_id"], {COMMIT: "COMMIT", ABORT: "ABORT"}.get(r["key"])
                                     if r["is_control"] else None, r["key"], r["value"]) for r in raw.to_pylist())

@@ -15,6 +15,7 @@ from reference_replay import LogEntry, replay_log
 from jobs.base.arrow import TIMESTAMP
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, check
+from jobs.replay.applied import applied_sequence
 from jobs.replay.offsets import offset_state
 from jobs.replay.partition import ReplaySettings, replay_partition
 from jobs.replay.records import records
@@ -349,7 +350,8 @@ def test_the_offsets_of_a_reduced_log_place_every_fate():
     rows = combine([pa.concat_tables(prefold(batches, as_of_us))])
     assert not read(pa.array([accented], pa.binary()), OFFSET_KEY, ("group",), heads=OFFSET_KEY_HEADS).ok[0]
     valid = rows.filter(pc.invert(rows.column("after_as_of")))
-    state = offset_state(_commits(valid), markers(valid))
+    commits = _commits(valid)
+    state = offset_state(commits, applied_sequence(commits, markers(valid)))
     committed = {(r["group_id"], r["committed_offset"], r["topic_id"], r["metadata"])
                  for r in state.committed.to_pylist()}
     assert committed == {("a", 2, None, ""), ("b", 0, None, ""), ("e", 4, TOPIC_ID, ""),
@@ -387,7 +389,8 @@ def test_a_tombstone_folded_with_newer_commits_still_removes_open_transactional_
     folded = pa.concat_tables(prefold([checked], None))
     kept = sorted(zip(folded.column("record_offset").to_pylist(), folded.column("records").to_pylist()))
     assert kept == [(1, 1), (2, 1), (3, 2), (5, 1), (6, 2)]  # removed's tombstone (2) kept beside its commit (3)
-    state = offset_state(_commits(folded), markers(folded))
+    commits = _commits(folded)
+    state = offset_state(commits, applied_sequence(commits, markers(folded)))
     assert state.pending.column("record_offset").to_pylist() == [v.record_offset for v in want.pending.values()]
 
 
