@@ -43,6 +43,20 @@ def from_epoch_us(us: int) -> datetime:
     return EPOCH + timedelta(microseconds=int(us))
 
 
+def same_as_previous(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Per row from the second: equal to the row before it, two nulls being equal."""
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    after, before = values[1:], values[:-1]
+    both_null = pc.and_(pc.is_null(after), pc.is_null(before))
+    return np.asarray(pc.or_(pc.fill_null(pc.equal(after, before), False), both_null), dtype=bool)
+
+
 def run_starts(keys: np.ndarray) -> np.ndarray:
     """Where each run of equal keys starts in `keys` (sorted, or grouped): the first position of each."""
     return np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]])) if len(keys) else np.zeros(0, np.int64)
+
+
+def ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """The integers of every [start, stop), one range after the other (an empty one where stop <= start)."""
+    sizes = np.maximum(stops - starts, 0)
+    return np.repeat(starts - (np.cumsum(sizes) - sizes), sizes) + np.arange(sizes.sum())

@@ -24,5 +24,7 @@ class EarlierRun(Protocol):
     def open(self, table: str, version: int | None = None) -> Any:
         """The table (a deltalake.DeltaTable) at `version`, default the one readers see."""
 
-    def files(self, table: str, version: int | None = None) -> list[tuple[Location, dict[str, str]]]:
-        """The data files of the table at `version` (default the one readers see), with their partition values."""
+    def files(self, table: str, version: int | None = None, opened: Any = None
+              ) -> list[tuple[Location, dict[str, str]]]:
+        """The data files of the table at `version` (default the one readers see), with their partition values;
+        `opened`: the table as `open` gave it at that version, not opened again."""

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import TIMESTAMP, epoch_us, known, mask, numbers
+from jobs.base.arrow import TIMESTAMP, epoch_us, known, mask, numbers, ranges, same_as_previous
 from jobs.base.tables import arrow_schema, conform
 
 SCHEMA = arrow_schema("end_offsets_history")
@@ -53,7 +53,7 @@ def merge_history(previous: pa.Table | None, new: pa.Table) -> pa.Table:
                                                                    "fetched_at"))])
     first = np.ones(ranked.num_rows, bool)  # the first row of its key
     if ranked.num_rows:
-        first[1:] = ~np.logical_and.reduce([_same_as_previous(ranked.column(c)) for c in KEY])
+        first[1:] = ~np.logical_and.reduce([same_as_previous(ranked.column(c)) for c in KEY])
     return ranked.filter(pa.array(first)).select(SCHEMA.names)
 
 
@@ -78,14 +78,6 @@ def added_history(previous: pa.Table | None, new: pa.Table) -> tuple[pa.Table, b
     return joined.filter(pa.array(~same)).select(SCHEMA.names), bool((held & ~same).any())
 
 
-def _same_as_previous(column: pa.ChunkedArray) -> np.ndarray:
-    """Per row from the second: equal to the row before it, two nulls being equal."""
-    values = column.combine_chunks()
-    after, before = values[1:], values[:-1]
-    both_null = pc.and_(pc.is_null(after), pc.is_null(before))
-    return np.asarray(pc.or_(pc.fill_null(pc.equal(after, before), False), both_null), dtype=bool)
-
-
 class Snapshots:
     """Every partition's snapshots, from a history table (SCHEMA; log_start_offset and fetched_at may be absent)
     read at `as_of_us` (None: every snapshot), in the order Spark's sort_array gave each partition's
@@ -101,8 +93,8 @@ class Snapshots:
         n = table.num_rows
         new_partition = np.ones(n, bool)
         if n:
-            new_partition[1:] = ~(_same_as_previous(table.column("topic")) &
-                                  _same_as_previous(table.column("partition")))
+            new_partition[1:] = ~(same_as_previous(table.column("topic")) &
+                                  same_as_previous(table.column("partition")))
         # Per partition (numbered in table order), its rows of `table`: [start, stop), those with a time from timed.
         self._start = np.flatnonzero(new_partition)
         self._stop = np.append(self._start, n)[1:]
@@ -250,9 +242,3 @@ def _suffix_min(values: np.ndarray, stop_of: np.ndarray) -> np.ndarray:
         low = np.where(inside, np.minimum(low, low[np.where(inside, ahead, 0)]), low)
         step *= 2
     return low
-
-
-def ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """The numbers of every [start, stop), one range after the other."""
-    lengths = stops - starts
-    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())

@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import TIMESTAMP, epoch_us, known, numbers
+from jobs.base.arrow import TIMESTAMP, epoch_us, known, numbers, ranges
 from jobs.base.tables import conform
-from jobs.derive.end_offsets import Snapshots, ranges
+from jobs.derive.end_offsets import Snapshots
 
 STATUS_WINDOW = 10  # Burrow's storage `intervals` default: commits kept per partition
 ALLOWED_LAG = 0  # Burrow's evaluator `allowed-lag` default: a lag at or below it counts as none

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from jobs.base.arrow import numbers, run_starts
+from jobs.base.arrow import numbers, run_starts, same_as_previous
 from jobs.base.hive import NULL_PARTITION, data_files
 from jobs.base.storage import Location, close_parquet
 from jobs.base.tables import STAGED_TABLES, conform, partition_columns
@@ -178,10 +178,15 @@ class TaskOutputs:
         """A table partitioned by a folder column (raw_records, offset_commits): each folder's rows appended to the
         task's one file there (a file per folder and task, whatever the rows held and written between)."""
         column = partition_columns(name)[0]
-        rows = _in_runs(rows, column)
         values = rows.column(column).combine_chunks()
+        runs = _runs(values)
+        if len(runs) != len(pc.unique(values)):  # a value in two runs: sorted by it (a copy); offset_commits
+            # comes by commit_date already (jobs.replay.history)
+            rows = rows.take(pc.sort_indices(values))
+            values = rows.column(column).combine_chunks()
+            runs = _runs(values)
         data = rows.drop_columns([column])
-        for a, b in _runs(values):
+        for a, b in runs:
             value = values[a].as_py()
             folder = f"{column}={NULL_PARTITION if value is None else quote(str(value), safe='')}"
             self._file(f"{name}/{folder}", data.schema).write_table(data.slice(a, b - a))
@@ -233,19 +238,8 @@ def _runs(values: pa.Array) -> list[tuple[int, int]]:
     n = len(values)
     if n < 2:
         return [(0, n)] if n else []
-    same = np.asarray(pc.fill_null(pc.equal(values[1:], values[:-1]), False), dtype=bool) | \
-        np.asarray(pc.and_(values[1:].is_null(), values[:-1].is_null()), dtype=bool)
-    starts = [0, *(np.flatnonzero(~same) + 1).tolist()]
+    starts = [0, *(np.flatnonzero(~same_as_previous(values)) + 1).tolist()]
     return list(zip(starts, [*starts[1:], n]))
-
-
-def _in_runs(rows: pa.Table, column: str) -> pa.Table:
-    """`rows` with each value of `column` one run of rows: as they are when it is so already (offset_commits
-    comes by commit_date: jobs.replay.history), else sorted by it (a copy)."""
-    values = rows.column(column).combine_chunks()
-    if len(_runs(values)) == len(pc.unique(values)):
-        return rows
-    return rows.take(pc.sort_indices(values))
 
 
 def chunk_task(plan: SourcePlan, task: Any, index: int, kernel: ChunkKernel, outputs: dict[str, pa.Schema],

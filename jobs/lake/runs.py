@@ -253,9 +253,11 @@ class Snapshot:
         there."""
         return delta_table(self.path(table), self.versions[table] if version is None else version)
 
-    def files(self, table: str, version: int | None = None) -> list[tuple[Location, dict[str, str]]]:
-        """The data files of `open(table, version)`, with their partition values."""
-        return version_files(self.path(table), self.open(table, version))
+    def files(self, table: str, version: int | None = None, opened: Any = None
+              ) -> list[tuple[Location, dict[str, str]]]:
+        """The data files of `open(table, version)` (`opened`: that table, opened already), with their partition
+        values."""
+        return version_files(self.path(table), opened if opened is not None else self.open(table, version))
 
     def path(self, table: str) -> Location:
         return self.output.child(*table.split("/"))

@@ -129,6 +129,8 @@ class GroupIdState:
 
 
 # A simple group: what offset commits make of an id no group record holds (a "group" row of the group replay).
+# A group's fields an event shows (with its members): what a group event compares, and a group's last event keeps.
+SUMMARY_FIELDS = ("group_type", "generation", "state", "protocol", "leader_id")
 SIMPLE_GROUP = {**{f.name: None for f in GROUP_ROWS_SCHEMA.field("group").type}, "group_type": CLASSIC,
                 "state": "Empty", "generation": 0, "member_count": 0, "subscribed_topics": []}
 
@@ -320,8 +322,7 @@ class PartitionReplay:
             id_state = self.id_states[group_id] = GroupIdState()
             last = self.last_events.get(group_id)
             if last is not None:  # quiet feeding leaves these as they are: the new records' events start from them
-                shown = ("group_type", "generation", "state", "protocol", "leader_id")
-                id_state.summary = {**{k: last[k] for k in shown},
+                id_state.summary = {**{k: last[k] for k in SUMMARY_FIELDS},
                                     "members": set(last["members"] or ())} if last["held"] else None
                 id_state.event_timestamp_ms, id_state.event_offset = last["event_timestamp_ms"], last["event_offset"]
         return id_state
@@ -375,7 +376,7 @@ class PartitionReplay:
                 return
             previous = {**SIMPLE_GROUP, "members": set()}  # the group its offsets made, which the tombstone deletes
         if now is not None and previous is not None and all(
-                now[k] == previous[k] for k in ("group_type", "generation", "state", "members", "protocol", "leader_id")):
+                now[k] == previous[k] for k in (*SUMMARY_FIELDS, "members")):
             if FAMILY[record.record_type] != CLASSIC:
                 return  # a modern record that changed nothing group-level
         joined = sorted((now or {}).get("members", set()) - (previous or {}).get("members", set()))
@@ -448,7 +449,7 @@ class PartitionReplay:
                     summary = id_state.summary or {}
                     yield group_id, "last_event", {
                         "held": id_state.summary is not None,
-                        **{k: summary.get(k) for k in ("group_type", "generation", "state", "protocol", "leader_id")},
+                        **{k: summary.get(k) for k in SUMMARY_FIELDS},
                         "members": sorted(summary.get("members", ())),
                         "event_timestamp_ms": id_state.event_timestamp_ms,
                         "event_offset": id_state.event_offset}

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import TIMESTAMP, mask, micros, numbers, run_starts
-from jobs.base.tables import arrow_schema
+from jobs.base.arrow import TIMESTAMP, mask, micros, numbers, ranges, run_starts
+from jobs.base.tables import HISTORY_STATE, arrow_schema
 from jobs.decode.arrow_reader import read
 from jobs.decode.check import OFFSET_KEY, OFFSET_KEY_HEADS, OFFSET_KEY_PREFIXES, OFFSET_VALUE
 from jobs.decode.columns import offset_commit_columns
@@ -25,8 +25,13 @@ from jobs.replay.applied import AppliedSequence
 from offsets_codec import decode_key
 
 _VALUE_FIELDS = ("offset", "leaderEpoch", "metadata", "commitTimestamp")
-WINDOW_POINT = pa.struct([("coordinator_partition", pa.int32()), ("record_offset", pa.int64()),
-                          ("committed_at", TIMESTAMP), ("committed_offset", pa.int64())])
+# What offset_commits leaves the rules after it, per key (`commit_state`): its last row (which the next row of a
+# resumed run follows), its window of last commits (group_status) and its commits in the rate window: the rows
+# of `_history_state` but the run's counts and windows.
+STATE_SCHEMA = pa.schema([f for f in arrow_schema(HISTORY_STATE)
+                          if f.name not in ("kind", "rows", "status_window", "rate_window_ms")])
+WINDOW_POINT = STATE_SCHEMA.field("window").type.value_type
+RATE_POINT = STATE_SCHEMA.field("rates").type.value_type
 # Per live offset, its last commits (group_status) and its consume rate (consumer_lag), for jobs.derive.
 COMMIT_WINDOW_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("group_id", pa.string()),
                                   ("topic", pa.string()), ("partition", pa.int32()), ("window", pa.list_(WINDOW_POINT))])
@@ -35,14 +40,6 @@ CONSUME_RATE_SCHEMA = pa.schema([("coordinator_partition", pa.int32()), ("group_
 
 
 KEY = ["coordinator_partition", "group_id", "topic", "partition"]
-RATE_POINT = pa.struct([("record_timestamp", TIMESTAMP), ("record_offset", pa.int64()),
-                        ("committed_offset", pa.int64())])
-# What offset_commits leaves the rules after it, per key (`commit_state`): its last row (which the next row of a
-# resumed run follows), its window of last commits (group_status) and its commits in the rate window.
-STATE_SCHEMA = pa.schema([*(arrow_schema("offset_commits").field(k) for k in KEY),
-                          *(arrow_schema("offset_commits").field(c) for c in
-                            ("committed_offset", "record_timestamp", "source_record_offset", "earlier_records")),
-                          ("window", pa.list_(WINDOW_POINT)), ("rates", pa.list_(RATE_POINT))])
 
 
 @dataclass(frozen=True)
@@ -214,8 +211,8 @@ def commit_state(commits: pa.Table, window: int, since_us: int, keys: Keys | Non
     `since_us`."""
     keys = keys if keys is not None else _keys_of(commits)
     order, key = keys.order, keys.key[keys.order]
-    bounds = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1], [True]])) if len(key) else np.zeros(1, int)
-    starts, ends = bounds[:-1], bounds[1:]
+    starts = run_starts(key)
+    ends = np.append(starts[1:], len(key)) if len(key) else starts
     touched = key[starts]  # the keys with rows, in order
     kept = np.flatnonzero(~np.isin(np.arange(earlier.num_rows), keys.earlier[touched])) \
         if earlier is not None else np.zeros(0, np.int64)  # earlier keys without rows: as they were
@@ -255,7 +252,7 @@ def _windows(commits: pa.Table, keys: Keys, starts: np.ndarray, ends: np.ndarray
     np.maximum.at(last_delete, np.searchsorted(starts, deleted, side="right") - 1, deleted)
     # Each run's rows after its last tombstone are commits: its last `window` of them.
     first = np.maximum(np.maximum(starts, last_delete + 1), ends - window)
-    new = _ranges(first, ends)
+    new = ranges(first, ends)
     run = np.repeat(np.arange(runs), ends - first)
     rows = commits.take(pa.array(order[new]))
     committed_at = pc.coalesce(rows.column("commit_timestamp"), rows.column("record_timestamp"))
@@ -281,12 +278,6 @@ def _windows(commits: pa.Table, keys: Keys, starts: np.ndarray, ends: np.ndarray
     lengths = np.minimum(size, window)
     return pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32()),
                                     found.column("point").take(pa.array(ordered[keep])).combine_chunks())
-
-
-def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """The integers of the ranges [starts[i], stops[i]), one range after another."""
-    sizes = np.maximum(stops - starts, 0)
-    return np.repeat(starts - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes) + np.arange(sizes.sum())
 
 
 def _rates(commits: pa.Table, keys: Keys, touched: np.ndarray, earlier: pa.Table | None, kept: np.ndarray,

@@ -39,7 +39,7 @@ def records(raw: pa.Table | pa.RecordBatch) -> pa.Table:
         name = _RAW.get(field.name, field.name)
         column = raw.column(name) if name in raw.column_names else None
         if field.name == "record_timestamp":
-            column = _timestamps(column)
+            column = record_timestamps(column)
         elif field.name == "producer_id":
             column = pa.array(np.full(n, NO_PRODUCER, np.int64)) if column is None else pc.fill_null(
                 column.cast(pa.int64()), NO_PRODUCER)
@@ -51,7 +51,7 @@ def records(raw: pa.Table | pa.RecordBatch) -> pa.Table:
     return pa.table(columns, schema=RECORD_SCHEMA)
 
 
-def _timestamps(column: pa.ChunkedArray) -> pa.ChunkedArray:
+def record_timestamps(column: pa.ChunkedArray) -> pa.ChunkedArray:
     """Epoch milliseconds or timestamps of any unit (a naive one is UTC) as TIMESTAMP. One beyond the years a
     timestamp can hold (a producer's broken clock, a corrupt batch) is the first or last moment of them: it stays
     in the past or the future of every as_of, and every reader can read it."""
@@ -63,9 +63,3 @@ def _timestamps(column: pa.ChunkedArray) -> pa.ChunkedArray:
     low, high = MIN_MS * 1000 // per, (MAX_MS * 1000 + 999) // per
     clamped = pc.min_element_wise(pc.max_element_wise(values, low, skip_nulls=False), high, skip_nulls=False)
     return pc.multiply(clamped, per).cast(TIMESTAMP)
-
-
-def clamp_ms(ms: int) -> int:
-    """An epoch-milliseconds record timestamp within the years a timestamp can hold, as `records` keeps it."""
-    return min(max(ms, MIN_MS), MAX_MS)
-

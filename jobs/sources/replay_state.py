@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timezone
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import TIMESTAMP
+from jobs.base.arrow import TIMESTAMP, known, mask, numbers
 from jobs.base.earlier import EarlierRun
 from jobs.base.storage import Location
 from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
@@ -89,20 +91,22 @@ class ReplayState:
             reason = "no replay state from the newest complete run"
         elif history and HISTORY_STATE not in versions:
             reason = "the newest complete run kept no history state"
-        if reason is not None:
+
+        def whole(reason: str) -> tuple[None, str]:
             log.info("%s: the archive is read back and replayed whole", reason)
             return None, reason
 
-        def files(name: str) -> tuple[Location, ...]:
-            return tuple(f for f, _ in earlier.files(name, versions[name]))
+        if reason is not None:
+            return whole(reason)
+
+        def files(name: str, opened: Any = None) -> tuple[Location, ...]:
+            return tuple(f for f, _ in earlier.files(name, versions[name], opened))
 
         history_files = files(HISTORY_STATE) if history else ()
         if history:
             found = _history_windows(history_files)
             if found is not None and (windows[0] > found[0] or windows[1] > found[1]):
-                reason = "the status or rate window is wider than the previous run kept"
-                log.info("%s: the archive is read back and replayed whole", reason)
-                return None, reason
+                return whole("the status or rate window is wider than the previous run kept")
         table = earlier.open(REPLAY_STATE, version)
         found = table.to_pyarrow_table(columns=["newest_timestamp", "reduced", "coordinator_partition",
                                                 "record_offset", "producer_id", "topic", "record_timestamp", "error"])
@@ -112,13 +116,11 @@ class ReplayState:
             log.info("as_of is before the newest record run %s's replay state folded (%s): the archive is read back "
                      "and replayed whole", run["run_id"], newest.isoformat())
             return None, reason
-        log.info("resuming from run %s's replay state (%d rows): the archive is not read back", run["run_id"],
-                 found.num_rows)
-        kept = {REPLAY_STATE: files(REPLAY_STATE)}
+        kept = {REPLAY_STATE: files(REPLAY_STATE, table)}
         if FOLD_STATE in versions:  # else (an older offsetlake's run) every group is folded again
             kept_fold = earlier.open(FOLD_STATE, versions[FOLD_STATE])
             if _layout(pa.schema(kept_fold.schema().to_arrow())) == _layout(arrow_schema(FOLD_STATE)):
-                kept[FOLD_STATE] = files(FOLD_STATE)
+                kept[FOLD_STATE] = files(FOLD_STATE, kept_fold)
             else:
                 log.info("run %s's group fold has another layout (an older offsetlake's): every group is folded again",
                          run["run_id"])
@@ -126,11 +128,11 @@ class ReplayState:
         through, deferred = None, None
         if history:
             if FOLD_STATE not in kept:  # the groups' last events are in it
-                reason = "the newest complete run kept no group fold of this layout"
-                log.info("%s: the archive is read back and replayed whole", reason)
-                return None, reason
+                return whole("the newest complete run kept no group fold of this layout")
             kept[HISTORY_STATE] = history_files
             through, deferred = replayed(found, as_of)
+        log.info("resuming from run %s's replay state (%d rows): the archive is not read back", run["run_id"],
+                 found.num_rows)
         return cls(run["run_id"], kept, found.num_rows, state_moments(found, started), folded_transactions(found),
                    as_of, through, deferred), None
 
@@ -149,18 +151,14 @@ def replayed(state: pa.Table, as_of: datetime | None) -> tuple[dict[int, int], d
     """Of a replay state (its offsets topic's rows) and the as_of of the run that left it: per coordinator
     partition the highest offset of a row that run replayed, or might have (every row but those kept whole with a
     time after as_of: from above), and the earliest time of a checked row it left for later below that."""
-    import numpy as np
-
-    from jobs.base.arrow import mask, numbers
-
     rows = state.filter(pc.equal(state.column("topic"), OFFSETS_TOPIC))
     later = np.zeros(rows.num_rows, bool)
     if as_of is not None:
-        later = ~mask(pc.fill_null(rows.column("reduced"), False)) & \
+        later = ~mask(rows.column("reduced")) & \
             mask(pc.greater(rows.column("record_timestamp"), pa.scalar(as_of, TIMESTAMP)))
     done = rows.filter(pa.array(~later)).group_by("coordinator_partition").aggregate([("record_offset", "max")])
     through = dict(zip(done.column("coordinator_partition").to_pylist(), done.column("record_offset_max").to_pylist()))
-    left = rows.filter(pa.array(later & mask(pc.is_null(rows.column("error")))))
+    left = rows.filter(pa.array(later & ~known(rows.column("error"))))
     below = [t for p, o, t in zip(left.column("coordinator_partition").to_pylist(),
                                   numbers(left.column("record_offset")).tolist(),
                                   left.column("record_timestamp").to_pylist()) if o <= through.get(p, -1)]

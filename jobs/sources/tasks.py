@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from jobs.base.errors import BadInput
-from jobs.replay.records import clamp_ms
+from jobs.replay.records import record_timestamps
 
 _TASK_ERROR = re.compile(r"<<offsetlake-task: (.*?)>>")
 # Spark's error when a scan cannot read an input file (error class FAILED_READ_FILE), and the first cause below.
@@ -104,7 +104,7 @@ class RecordColumns:
         c["key"].append(key)
         c["value"].append(value)
         c["offset"].append(offset)
-        c["timestamp"].append(None if timestamp_ms is None else clamp_ms(timestamp_ms) * 1000)
+        c["timestamp"].append(timestamp_ms)  # epoch ms, within the years a timestamp holds once a batch (`batch`)
         c["timestampType"].append(timestamp_type)
         self.bytes += (len(key) if key else 0) + (len(value) if value else 0)
 
@@ -112,6 +112,7 @@ class RecordColumns:
         """The buffered rows as one RecordBatch; the buffer starts empty again."""
         n = len(self)
         arrays = [pa.array([self.constants[f.name]] * n, f.type) if f.name in self.constants
-                  else pa.array(self.columns[f.name], f.type) for f in self.schema]
+                  else record_timestamps(pa.array(self.columns[f.name], pa.int64())).cast(f.type)
+                  if f.name == "timestamp" else pa.array(self.columns[f.name], f.type) for f in self.schema]
         self._reset()
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
