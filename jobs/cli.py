@@ -147,6 +147,11 @@ def rebuild_options(fn: Callable) -> Callable:
         click.option("--keep-runs", type=click.IntRange(min=1), metavar="N", help="After the run, delete the data "
                      "files only versions older than the last N complete runs reference (default: keep every "
                      "version, so time travel to any earlier run works)."),
+        click.option("--history-days", "history_days", type=click.IntRange(min=1), metavar="N", help="Keep "
+                     "only the last N days of history: remove offset_commits' commit_date folders before as_of - N "
+                     "days (whole files) and group_events' and end_offsets_history's rows before it, in this run's "
+                     "commits. Earlier versions keep those rows until --keep-runs deletes them. Default from "
+                     "conf/offsetlake.toml: keep every day."),
         click.option("--lock-lease", "lock_lease", type=click.FloatRange(min=0, min_open=True),
                      metavar="SECONDS", help="The output lock's lease: a run whose heartbeat is this old is taken "
                      "for dead or hung and its output taken over (its later commits fail). Default from "

@@ -241,6 +241,7 @@ class RebuildConfig:
     snapshot: bool = False  # also keep the state tables by as_of in DIR/snapshots/<table>
     catalog: CatalogOptions | None = None  # register the tables in Spark's catalog after the run
     keep_runs: int | None = None  # delete files only versions older than the last N complete runs reference
+    history_days: int | None = None  # the history tables keep the N days before as_of (jobs.base.retention)
     engine: str = "auto"  # who runs the kernel: local, spark, or auto (jobs.engine.choose_runner)
     workers: int | None = None  # the local runner's worker processes (None: one per core; 0: this process)
     storage: tuple[tuple[str, str], ...] = ()  # --storage-option pairs (jobs.base.storage)
@@ -302,6 +303,7 @@ class RebuildConfig:
             raise BadInput("--cluster: an empty name")
         if keep_runs is not None and keep_runs < 1:
             raise BadInput(f"--keep-runs {keep_runs}: must be at least 1 (the run just written)")
+        history_days = _history_days(given, conf)
         storage = storage_options(tuple(given["storage_option"] or ()))
         from jobs.base.storage import Location
 
@@ -320,6 +322,7 @@ class RebuildConfig:
             snapshot=bool(given["snapshot"]),
             catalog=CatalogOptions.build(given["catalog_database"], given["catalog_dir"], output),
             keep_runs=keep_runs,
+            history_days=history_days,
             engine=engine or "auto",
             workers=workers,
             storage=tuple(sorted(storage.items())),
@@ -334,12 +337,26 @@ class RebuildConfig:
 # (jobs.cli.rebuild_options): what RebuildConfig.build takes.
 REBUILD_OPTIONS = ("storage_option", "as_of", "retention_minutes", "end_offsets", "topic_ids", "kafka_config",
                    "kafka_isolation", "kafka_timeout", "kafka_reader", "no_history", "rate_window_minutes",
-                   "status_window", "snapshot", "catalog_database", "catalog_dir", "keep_runs", "engine", "workers",
-                   "archive", "lock_lease", "log_start_offsets", "cluster")
+                   "status_window", "snapshot", "catalog_database", "catalog_dir", "keep_runs", "history_days",
+                   "engine", "workers", "archive", "lock_lease", "log_start_offsets", "cluster")
 
 
 def _given(options: dict[str, Any], name: str, default: Any) -> Any:
     return default if options[name] is None else options[name]
+
+
+def _history_days(given: dict[str, Any], conf: dict[str, Any]) -> int | None:
+    """--history-days, else conf/offsetlake.toml's history_days (which a --no-history run has nothing to apply
+    to), else None: the history is kept whole."""
+    days = given["history_days"]
+    if days is not None and given["no_history"]:
+        raise BadInput(f"--history-days {days}: given with --no-history (there is no history to keep)")
+    if days is None and not given["no_history"]:
+        days = conf.get("history_days")
+    if days is not None and (isinstance(days, bool) or not isinstance(days, int) or days < 1):
+        where = "--history-days" if given["history_days"] is not None else f"history_days in {CONF_FILE.name}"
+        raise BadInput(f"{where} {days!r}: must be a whole number of days, at least 1")
+    return days
 
 
 def check_places(cfg: RebuildConfig) -> None:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.base.errors import LockLost
+from jobs.base.retention import CUT_BY, HistoryCutoff, history_from, kept_rows
 from jobs.base.tables import (ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, HISTORY_TABLES, REPLAY_STATE, TABLES,
                               arrow_schema)
 from jobs.config import RebuildConfig
@@ -30,7 +31,7 @@ from jobs.engine.handoffs import CHUNKS, DERIVE_READS, DERIVED, REPLAYED, Staged
 from jobs.engine.stages import EARLIER, StagingLayout, earlier_files
 from jobs.kill_points import kill_point
 from jobs.lake.output_lock import OutputLock
-from jobs.lake.runs import keep_runs, new_run_id, snapshot, storage_failures
+from jobs.lake.runs import Snapshot, keep_runs, new_run_id, snapshot, storage_failures
 from jobs.lake.sink import TableSink
 from jobs.lake.upkeep import upkeep
 from jobs.replay.chunk import OUTPUTS as CHUNK_OUTPUTS, cutoff_us, newest_plausible, read_chunk, without_foreign
@@ -46,7 +47,7 @@ from jobs.sources.plan import SourcePlan, plan_source
 from jobs.sources.replay_state import ReplayState
 from jobs.sources.tasks import task_errors
 from jobs.sources.topic_ids import read_topic_ids
-from jobs.summary import record_counts, resumed_figures, run_summary
+from jobs.summary import committed_rows, record_counts, resumed_figures, run_summary
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -115,6 +116,7 @@ class _Rebuild:
     archive: Archive | None  # --archive: what the archive holds
     started_at: datetime
     started: float  # time.monotonic() at the start
+    cutoff: HistoryCutoff | None = None  # --history-days, once as_of is known
 
     @property
     def keep_log(self) -> bool:
@@ -150,16 +152,18 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: SparkSession | None) -> di
         if resumed is not None:
             moments = pa.concat_tables([moments, resumed.moments])
         as_of = cfg.as_of or newest_plausible(moments) or started_at
+        rebuild.cutoff = HistoryCutoff.of(as_of, cfg.history_days)
         kill_point("replayed")
         counts = _replay(rebuild, as_of, resumed)
-        appends_ends = _derive(rebuild, as_of, topic_ids, live_ends, plan, resumed is not None)
+        appends_ends, kept_from = _derive(rebuild, as_of, topic_ids, live_ends, plan, resumed is not None)
         kill_point("staged")
         runner.close()
         summary = run_summary(cfg, layout, sink, counts, moments, as_of, archive)
         if rebuild.keep_log:
             summary.update(resumed_figures(cfg, layout, resumed.run_id if resumed is not None else None,
                                            whole_because))
-        summary.update(_commit(rebuild, as_of, summary, resumed is not None, appends_ends))
+        summary["history_from"] = kept_from.isoformat().replace("+00:00", "Z") if kept_from is not None else None
+        summary.update(_commit(rebuild, as_of, summary, resumed is not None, appends_ends, kept_from))
     except BaseException as failure:
         runner.close()
         sink.discard(failed=True)
@@ -209,7 +213,8 @@ def _replay(rebuild: _Rebuild, as_of: datetime, resumed: ReplayState | None) -> 
     run resumes from one); returns the records' counts."""
     cfg = rebuild.cfg
     settings = ReplaySettings(as_of, cfg.retention_ms, cfg.history, cfg.status_window, cfg.rate_window_ms,
-                              rebuild.keep_log, resumed.replayed_through if resumed is not None else None)
+                              rebuild.keep_log, resumed.replayed_through if resumed is not None else None,
+                              rebuild.cutoff)
     earlier = tuple(Staged(EARLIER, name, REPLAYED.named(name).schema) for name in resumed.files) \
         if resumed is not None else ()
     rebuild.runner.by_partition(REPLAYED.stage, (CHUNKS.log, CHUNKS.share_log, *earlier),
@@ -223,28 +228,32 @@ def _replay(rebuild: _Rebuild, as_of: datetime, resumed: ReplayState | None) -> 
 
 
 def _derive(rebuild: _Rebuild, as_of: datetime, topic_ids: dict[str, str], live_ends: Cluster | None,
-            plan: SourcePlan, resumed: bool) -> bool:
+            plan: SourcePlan, resumed: bool) -> tuple[bool, datetime | None]:
     """Pass 3: topic names and end offsets gathered from every partition, then each group's replayed state
     derived; the driver's own tables staged. Returns whether end_offsets_history grows by an append (a resumed
-    run's new snapshots, none replacing an earlier one)."""
+    run's new snapshots, none replacing an earlier one), and from when the history is whole after the run (the
+    newest complete run's word and this run's cutoff: jobs.base.retention.history_from)."""
     cfg, layout = rebuild.cfg, rebuild.layout
     named = layout.read(REPLAYED.group_rows, filter=pc.field("kind") == "topic_name")
     names = topic_names(named, layout.read(REPLAYED.offset_topics), topic_ids)
-    ends = _end_offsets(cfg, as_of, _previous_end_offsets(cfg), live_ends, layout, names)
+    earlier = snapshot(cfg.output, ["end_offsets_history"])
+    ends = _end_offsets(cfg, as_of, _previous_end_offsets(earlier), live_ends, layout, names, rebuild.cutoff)
     derive = _derive_settings(cfg, as_of, names, ends, live_ends is not None)
     rebuild.runner.by_partition(DERIVED.stage, DERIVE_READS, partial(_derive_kernel, settings=derive),
                                 DERIVE_OUTPUTS)
     appends_ends = resumed and not ends["replaces"]  # what the history lacks, appended
     _write_driver_tables(rebuild.sink, plan, ends["added"] if appends_ends else ends["history"])
     log.info("derived lag, status and members at %.1fs", rebuild.seconds())
-    return appends_ends
+    return appends_ends, history_from(rebuild.cutoff, (earlier.run or {}).get("history_from"))
 
 
-def _commit(rebuild: _Rebuild, as_of: datetime, summary: dict[str, Any], resumed: bool, appends_ends: bool
-            ) -> dict[str, Any]:
-    """The sink: every staged table committed, and the run recorded; then the files of runs no longer kept
-    removed (--keep-runs) and the small files of the tables that grow by appends compacted. Returns the summary's
-    figures of those."""
+def _commit(rebuild: _Rebuild, as_of: datetime, summary: dict[str, Any], resumed: bool, appends_ends: bool,
+            kept_from: datetime | None) -> dict[str, Any]:
+    """The sink: every staged table committed (with --history-days, the rows before the cutoff removed from the
+    tables appended to: those replaced hold none), and the run recorded, with from when its history is whole
+    (`kept_from`); then the files of runs no longer kept removed (--keep-runs) and the small files of the tables
+    that grow by appends compacted. Returns the summary's figures of those, and with a history not kept whole,
+    the history tables' rows (the state counts every row ever made)."""
     cfg, lock, sink, archive = rebuild.cfg, rebuild.lock, rebuild.sink, rebuild.archive
     lock.check()  # before the first commit: a run that lost its output stops here, having committed nothing
     tables = [t for t in TABLES if cfg.history or t not in HISTORY_TABLES]
@@ -256,11 +265,14 @@ def _commit(rebuild: _Rebuild, as_of: datetime, summary: dict[str, Any], resumed
     # snapshots, unless one replaces an earlier one); the others are replaced, as the state tables are.
     grown = (*(HISTORY_APPENDS if resumed and cfg.history else ()), *(("end_offsets_history",) if appends_ends else ()))
     info = {"cluster": cfg.cluster_name, "started_at": rebuild.started_at, "records_read": summary["records_read"],
-            "records_quarantined": summary["records_quarantined"]}
+            "records_quarantined": summary["records_quarantined"], "history_from": kept_from}
+    cutoff = rebuild.cutoff
     sink.commit(as_of, str(cfg.source), tables=tables + archived + kept,
                 appends=((ARCHIVE,) if archive is not None and archive.version is not None else ()) + grown,
-                info=info)
-    figures: dict[str, Any] = {}
+                info=info, removals={t: cutoff.removed(t) for t in grown if t in CUT_BY} if cutoff else None)
+    figures: dict[str, Any] = {"history_removed": sink.removed} if cutoff is not None else {}
+    if kept_from is not None and cfg.history:
+        figures.update(committed_rows(cfg.output, HISTORY_APPENDS))
     if cfg.keep_runs:
         figures["vacuumed_files"] = keep_runs(cfg.output, cfg.keep_runs, lock.check)
     if archive is not None:  # the tables that grow by appends: their small files, a share of them each run
@@ -331,9 +343,8 @@ def _derive_kernel(inputs: dict[str, pa.Table], settings: DeriveSettings) -> Ite
         yield from derive_partition(part, settings)
 
 
-def _previous_end_offsets(cfg: RebuildConfig) -> pa.Table | None:
-    """end_offsets_history as the newest complete run left it, or None."""
-    tables = snapshot(cfg.output, ["end_offsets_history"])
+def _previous_end_offsets(tables: Snapshot) -> pa.Table | None:
+    """end_offsets_history as the newest complete run left it (`tables`: its snapshot), or None."""
     if "end_offsets_history" not in tables.versions:
         return None
     rows = tables.open("end_offsets_history").to_pyarrow_table()
@@ -341,10 +352,15 @@ def _previous_end_offsets(cfg: RebuildConfig) -> pa.Table | None:
 
 
 def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None, live: Cluster | None,
-                 layout: StagingLayout, names: dict[str, str]) -> dict[str, Any]:
+                 layout: StagingLayout, names: dict[str, str], cutoff: HistoryCutoff | None) -> dict[str, Any]:
     """The end offsets lag and Burrow's rules read, and the history the run leaves: earlier runs' snapshots plus
     this run's (a file's, or fetched now from a live cluster for the committed offsets' topic-partitions and the
-    share partitions' whose topic has a name)."""
+    share partitions' whose topic has a name), those the `cutoff` keeps: lag and status read the history the run
+    leaves, as the next run will."""
+    def kept(history: pa.Table | None) -> pa.Table | None:
+        return kept_rows(cutoff, "end_offsets_history", history) if history is not None else None
+
+    previous = kept(previous)
     if live is not None:
         from jobs.sources.end_offsets import fetch_end_offsets
 
@@ -363,10 +379,11 @@ def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None,
                             "log_start_offset": pa.array([r[3] for r in rows], pa.int64()),
                             "fetched_at": pa.array([fetched_at] * len(rows), pa.timestamp("us", tz="UTC"))})
         at_as_of = history_rows(fetched.drop_columns(["fetched_at"]), as_of)
-        added, replaces = added_history(previous, history_rows(fetched, as_of))
-        return {"history": merge_history(previous, history_rows(fetched, as_of)), "added": added,
-                "replaces": replaces, "lag": history_rows(fetched, as_of), "status": merge_history(previous, at_as_of)}
-    new = history_rows(load_end_offsets(cfg.end_offsets, dict(cfg.storage), cfg.log_start_offsets), as_of) \
+        snapshots = kept(history_rows(fetched, as_of))
+        added, replaces = added_history(previous, snapshots)
+        return {"history": merge_history(previous, snapshots), "added": added, "replaces": replaces,
+                "lag": history_rows(fetched, as_of), "status": merge_history(previous, at_as_of)}
+    new = kept(history_rows(load_end_offsets(cfg.end_offsets, dict(cfg.storage), cfg.log_start_offsets), as_of)) \
         if cfg.end_offsets else None
     history = previous if new is None else merge_history(previous, new)
     added, replaces = added_history(previous, new) if new is not None else (None, False)

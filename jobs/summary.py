@@ -11,10 +11,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.storage import Location
 from jobs.base.tables import ARCHIVE, HISTORY_TABLES, TABLES
 from jobs.config import RebuildConfig
 from jobs.engine.handoffs import CHUNKS, DERIVED, REPLAYED
 from jobs.engine.stages import StagingLayout
+from jobs.lake.runs import delta_table
 from jobs.lake.sink import TableSink
 from jobs.replay.chunk import foreign_records
 from jobs.replay.counts import total
@@ -96,6 +98,17 @@ def resumed_figures(cfg: RebuildConfig, layout: StagingLayout, resumed_from: str
     with the history, the history tables' rows from the state's counts (a resumed run stages only its new rows)."""
     return {"resumed_from_run": resumed_from, "whole_replay_reason": whole_because,
             **(history_counts(layout.read(REPLAYED.history_state, columns=["kind", "rows"])) if cfg.history else {})}
+
+
+def committed_rows(output: Location, tables: tuple[str, ...]) -> dict[str, int]:
+    """Each of `tables`' rows at its newest version (the run's, while it holds the output), from the Delta log's
+    file statistics: where a run's staged rows or the history state's counts do not tell (rows removed by
+    --history-days)."""
+    found = {}
+    for table in tables:
+        adds = pa.table(delta_table(output.child(table)).get_add_actions(flatten=True))
+        found[table] = int(pc.sum(adds.column("num_records")).as_py() or 0)
+    return found
 
 
 def _archive_figures(layout: StagingLayout, sink: TableSink, archive: Archive, replayed: int) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from jobs.base.retention import CUT_BY
 from jobs.base.storage import Location, located, os_cause, os_detail
 from jobs.base.tables import utc_micros
 
@@ -47,8 +48,11 @@ RUNS_SCHEMA = pa.schema([
     # The version of _runs this row was committed at: the order runs were recorded in, which decides the newest
     # (finished_at is a clock's, and the hosts' clocks may disagree). Null in rows of runs before it.
     ("recorded_version", pa.int64()),
+    # From when the history tables are whole (rebuild --history-days: jobs.base.retention.history_from); null:
+    # every day the output has seen.
+    ("history_from", pa.timestamp("us", tz="UTC")),
 ])
-RUN_INFO = ("cluster", "started_at", "records_read", "records_quarantined")  # record_run's `info`
+RUN_INFO = ("cluster", "started_at", "records_read", "records_quarantined", "history_from")  # record_run's `info`
 # _runs gains one small file per run; past this many it is compacted, so readers open few files (a run reads it
 # three or four times: at 64 files, those reads cost a daily run a tenth more than at 8).
 RUNS_FILES_BEFORE_COMPACTION = 8
@@ -242,6 +246,14 @@ class Snapshot:
             return None
         return (f"{table} is as of {_iso(run['as_of'])} (run {run['run_id']}): the newest run, as of "
                 f"{_iso(self.run['as_of'])}, did not write it (--no-history)")
+
+    def history_note(self, table: str) -> str | None:
+        """That the run's `table` holds the history from a moment on only (rebuild --history-days), in words; None
+        when it is whole, or not a table a cutoff applies to."""
+        start = (self.run or {}).get("history_from")
+        if start is None or table not in CUT_BY:
+            return None
+        return f"{table}: history kept from {_iso(start)} (rebuild --history-days)"
 
     @property
     def recorded(self) -> dict[str, int]:

@@ -77,6 +77,7 @@ class TableSink:
         self.snapshots = snapshots  # also write the state tables to DIR/snapshots/<table> (--snapshot)
         self.spark = spark
         self.committed: dict[str, str] = {}  # table -> Delta path, as commit() lands them
+        self.removed: dict[str, dict[str, int]] = {}  # table -> the files and rows commit()'s `removals` took out
         self._rows: dict[str, int] = {}  # a staged file's rows, from its footer (the summary's, then the commit's)
 
     def staged(self, table: str) -> Location:
@@ -110,11 +111,13 @@ class TableSink:
         return data.head(n, columns=columns).to_pylist() if data is not None else []
 
     def commit(self, as_of: datetime | None = None, source: str | None = None, tables: list[str] | None = None,
-               appends: tuple[str, ...] = (), info: dict[str, Any] | None = None) -> dict[str, str]:
+               appends: tuple[str, ...] = (), info: dict[str, Any] | None = None,
+               removals: dict[str, str] | None = None) -> dict[str, str]:
         """Replace every table of `tables` (default: all; one nothing staged is empty), but append to those of
-        `appends` (raw_records: the archive grows), and with snapshots this as_of's partition of each snapshot
-        table, then record the run (its commit point, with `info`: jobs.lake.runs.RUN_INFO); returns table -> Delta
-        path."""
+        `appends` (raw_records: the archive grows), then delete from a table of `removals` the rows of its
+        predicate (--history-days: jobs.base.retention), and with snapshots this as_of's partition of each snapshot
+        table, then record the run (its commit point, with `info`: jobs.lake.runs.RUN_INFO) with each table's
+        version after all of them; returns table -> Delta path."""
         if self.snapshots and as_of is None:
             raise ValueError("snapshots need the run's as_of")
         written, versions = self.committed, {}
@@ -129,6 +132,8 @@ class TableSink:
                     version = None
                 else:
                     version = self._commit_delta_rs(table, target, run_id, mode)
+                if table in (removals or {}) and self._remove(table, target, removals[table]):
+                    version = None  # the removal's commit
                 versions[table] = committed_version(target, run_id) if version is None else version
                 written[table] = target.uri
                 kill_point(f"committed:{len(written)}")
@@ -151,6 +156,20 @@ class TableSink:
             raise
         self.discard(committed=written)
         return written
+
+    def _remove(self, table: str, target: Location, predicate: str) -> bool:
+        """Delete the rows of `predicate` from the table at `target`, in a commit of the run's (tagged and fenced
+        as every other: a run that dies after it is undone with them, jobs.lake.runs.restore_unfinished), with
+        delta-rs whichever engine wrote the table. A predicate on the partition column alone removes whole files
+        without reading them. Notes the files and rows removed in `removed`; returns whether it committed."""
+        from deltalake.transaction import CommitProperties
+
+        once = CommitProperties(custom_metadata=commit_metadata(self.run_id), max_commit_retries=0)
+        metrics = fenced_commit(target, lambda opened: opened.delete(predicate, commit_properties=once), self.guard)
+        self.removed[table] = {"files": int(metrics["num_removed_files"]), "rows": int(metrics["num_deleted_rows"])}
+        log.info("removed %d rows (%d files) of %s: %s", self.removed[table]["rows"], self.removed[table]["files"],
+                 table, predicate)
+        return bool(metrics["num_removed_files"])
 
     def discard(self, committed: dict[str, str] | None = None, failed: bool = False) -> None:
         """Remove the run's staging area, and its staged tables but those `committed` by delta-rs (default: those

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.base.arrow import TIMESTAMP, epoch_us, mask
+from jobs.base.retention import HistoryCutoff, kept_rows
 from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
 from jobs.replay import contract
 from jobs.replay.contract import VIOLATION_SCHEMA
@@ -50,6 +51,7 @@ class ReplaySettings:
     # A run that resumes with the history: per coordinator partition, the offset through which the previous run
     # replayed its records (its rows of the history tables are written; those of the records after it are new).
     replayed_through: dict[int, int] | None = None
+    history_cutoff: HistoryCutoff | None = None  # --history-days: the history rows before it are not written
 
     @property
     def as_of_us(self) -> int:
@@ -189,7 +191,7 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
         yield "violations", contract.violations(violations)
     if settings.history:
         events = contract.group_events(of_kind(group_rows, "event"))
-        yield "group_events", events
+        yield "group_events", kept_rows(settings.history_cutoff, "group_events", events)
         if unfolded is not None:  # the history's records are not the state's
             whole = unreplayed(unfolded, settings.replayed_through)
             whole_valid = _valid(whole, settings)
@@ -197,7 +199,7 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
             sequence = applied_sequence(offset_records, markers(whole, whole_valid))
         earlier = keyed_state(tail)
         commits, keys = offset_commits(offset_records, sequence, earlier)
-        yield "offset_commits", commits
+        yield "offset_commits", kept_rows(settings.history_cutoff, "offset_commits", commits)
         window_us = settings.rate_window_ms * 1000
         state = commit_state(commits, settings.status_window, settings.as_of_us - window_us, keys, earlier)
         yield "commit_windows", commit_windows(state)

@@ -133,6 +133,9 @@ def test_a_failed_run_leaves_the_previous_tables_as_they_were(rebuilt, tmp_path)
     (["--source", "parquet:.", "--topic-ids", "/nope.csv"], ["--topic-ids /nope.csv: no such file"]),
     (["--source", "parquet:.", "--rate-window-minutes", "0"], ["--rate-window-minutes", "0 is not in the range"]),
     (["--source", "parquet:.", "--status-window", "1"], ["--status-window", "1 is not in the range x>=2"]),
+    (["--source", "parquet:.", "--history-days", "0"], ["--history-days", "0 is not in the range x>=1"]),
+    (["--source", "parquet:.", "--no-history", "--history-days", "3"],
+     ["--history-days 3: given with --no-history (there is no history to keep)"]),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args, fragments, tmp_path):
     one_line_error(invoke("rebuild", "--output", str(tmp_path / "out"), *args), *fragments)
