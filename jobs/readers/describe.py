@@ -68,7 +68,8 @@ def _view(tables: Snapshot, group_id: str, g: dict | None, shares: list[dict], v
                                 _rows(tables, "consumer_lag", group_id), verbose), notice
     if view == "state":
         history = _history(g, *(_rows(tables, t, group_id, optional=True) for t in (*HISTORY, "consumer_lag")))
-        labels = "".join(f"\nNote: {label}.\n" for label in map(tables.label, HISTORY) if label and history)
+        labels = "".join(f"\nNote: {label}.\n" for label in (*map(tables.label, HISTORY),
+                                                           *map(tables.history_note, HISTORY)) if label and history)
         return _state(g, members, verbose) + history, _notice(g) + labels
     if view == "members" or g["protocol_type"] not in (None, "consumer"):
         targets = _rows(tables, "group_target_assignments", group_id) if g["group_type"] != "classic" else []

@@ -67,6 +67,10 @@ def gather(output: Location, group_ids: tuple[str, ...] = (), since: datetime | 
 
     found = newest(output, READS)
     as_of = _utc(found.as_of)
+    kept_from = _utc(found.run.get("history_from"))
+    if since is not None and kept_from is not None and since < kept_from:
+        raise BadInput(f"--since {_iso(since)}: before the history kept (from {_iso(kept_from)}: rebuild "
+                       "--history-days)")
     groups = _ranked(found)
     by_id = {g.row["group_id"]: g for g in groups}
     unknown = [g for g in group_ids if g not in by_id and g not in _share_groups(found)]

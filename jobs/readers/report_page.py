@@ -217,6 +217,8 @@ def _page(report: Report, overview: str, sections: str, charts: dict[str, dict])
     nav = "".join(f'<a href="#{_anchor(g.row["group_id"])}">{html.escape(g.row["group_id"])} {_dot(g.row["status"])}'
                   "</a>" for g in report.detailed)
     since = f", since {_iso(report.since)}" if report.since else ""
+    if run.get("history_from") is not None:
+        since += f" (history kept from {_iso(_aware(run['history_from']))})"
     note = "" if report.history_written else (
         '<p class="warning">The newest run kept no history (--no-history): lag over time and rebalances are '
         "not shown, and Burrow's status is not judged.</p>")

@@ -47,7 +47,7 @@ def query(output: Location, sql: str, notes: list[str] | None = None) -> pa.Reco
     builder = QueryBuilder()
     for table in tables.versions:
         builder.register(query_name(table), tables.open(table))
-        label = tables.label(table)
+        label = tables.label(table) or tables.history_note(table)
         if label is not None and notes is not None and re.search(rf"\b{re.escape(query_name(table))}\b", sql, re.I):
             notes.append(label)
     try:

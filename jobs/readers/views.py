@@ -113,7 +113,7 @@ def show_tables(output: Location, rows: int) -> str:
                 lines.append(f"{table}: (missing) {path}")
             continue
         data = tables.open(table).to_pyarrow_dataset()
-        label = tables.label(table)
+        label = tables.label(table) or tables.history_note(table)
         lines.append(f"{table}: {data.count_rows()} rows  {path}" + (f"  ({label})" if label else ""))
         if rows:
             head = data.head(rows)
