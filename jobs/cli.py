@@ -513,13 +513,17 @@ def sample(output: str, records: int, seed: int, end_offsets: str | None, log_di
                    "output, after an untimed run of the rest (with the history unless --no-history).")
 @click.option("--history/--no-history", "history", default=None,
               help="With --incremental: the runs keep the history tables (default: with --daily only).")
+@click.option("--history-days", "history_days", type=click.IntRange(min=1), metavar="N",
+              help="With --daily: every run keeps N days of history (rebuild --history-days); the JSON line then "
+                   "says what offset_commits holds after each day's run.")
 def bench(records: int, dump: str | None, work: str, source_format: str, repeat: int, no_peer: bool,
-          master: str | None, incremental: float | None, daily: int | None, history: bool | None) -> None:
+          master: str | None, incremental: float | None, daily: int | None, history: bool | None,
+          history_days: int | None) -> None:
     """Time a rebuild against a Spark scan floor and a pure-Python peer, each a whole new process; prints
     one JSON line with the seconds, their ratios, and the rebuild's Spark stages and peak memory.
 
     Example: offsetlake bench --records 1000000 --repeat 3 [--master spark://127.0.0.1:7077]
-    [--incremental 0.01 [--history] [--daily 30]]
+    [--incremental 0.01 [--history] [--daily 30 [--history-days 7]]]
     """
     from jobs.config import output_folder
 
@@ -531,9 +535,11 @@ def bench(records: int, dump: str | None, work: str, source_format: str, repeat:
         _fail("--daily needs --incremental FRACTION (each day's share of the records)", 2)
     if daily is not None and daily * incremental >= 1:
         _fail(f"--daily {daily} days of --incremental {incremental} leave no records for the first run", 2)
+    if history_days is not None and (daily is None or history is False):
+        _fail("--history-days needs --daily with the history (the days of history each daily run keeps)", 2)
     if daily is not None:
         click.echo(json.dumps(run_daily(records, Path(dump) if dump else None, Path(work), incremental, daily, repeat,
-                                        history=history is not False)))
+                                        history=history is not False, history_days=history_days)))
         return
     if incremental is not None:
         click.echo(json.dumps(run_incremental(records, Path(dump) if dump else None, Path(work), incremental, repeat,

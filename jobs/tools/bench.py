@@ -319,17 +319,19 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
 
 
 def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days: int, repeat: int = 1,
-              history: bool = True) -> dict[str, Any]:
+              history: bool = True, history_days: int | None = None) -> dict[str, Any]:
     """Time `days` daily runs into one output: the dump split by offset into its older records and `days` slices
     of each partition's next `fraction` of records (the newest last); an untimed `--archive` run of the older
     records, then one timed `--archive` run per slice, each resuming from the one before, as a daily scheduled run
     does. `repeat` times (each from a fresh output), each run's figure the median. Then one full rebuild of the
-    whole dump, timed once, whose tables the last run's must equal."""
+    whole dump, timed once, whose tables the last run's must equal. With the history, what offset_commits holds
+    after each run (of the last round; `history_days`: every run, the full one too, with --history-days)."""
     work = work.resolve()
     dump = _bench_dump(records, dump, work)
     older = work / f"{dump.name}-daily-older"
     slices = [work / f"{dump.name}-daily-{fraction}-{day:03d}" for day in range(1, days + 1)]
     counts = _split(dump, fraction, days, older, slices)
+    kept = ["--history-days", str(history_days)] if history_days else []
     output = work / "daily"
     seconds: list[list[float]] = [[] for _ in slices]
     cpu: list[list[float]] = [[] for _ in slices]
@@ -337,17 +339,19 @@ def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days
     for round_ in range(repeat):
         shutil.rmtree(output, ignore_errors=True)
         log.info("round %d/%d: the first run, untimed: %d records", round_ + 1, repeat, counts["older"])
-        _timed(_rebuild(older, output, history, "--archive"))
-        summaries = []
+        _timed(_rebuild(older, output, history, "--archive", *kept))
+        summaries, held = [], []
         for day, source in enumerate(slices):
-            took, used, out = _timed_cpu(_rebuild(source, output, history, "--archive"))
+            took, used, out = _timed_cpu(_rebuild(source, output, history, "--archive", *kept))
             seconds[day].append(took)
             cpu[day].append(used)
             summaries.append(json.loads(out.strip().splitlines()[-1]))
+            if history:
+                held.append(_offset_commits_held(output))
             log.info("round %d/%d: day %d: %.2f s", round_ + 1, repeat, day + 1, took)
     full = work / "daily-full"
     shutil.rmtree(full, ignore_errors=True)
-    full_seconds, full_cpu, _ = _timed_cpu(_rebuild(dump, full, history))
+    full_seconds, full_cpu, _ = _timed_cpu(_rebuild(dump, full, history, *kept))
     median = [round(statistics.median(s), 2) for s in seconds]
     median_cpu = [round(statistics.median(s), 2) for s in cpu]
     differ = _differ(full, output, HISTORY_TABLES if history else STATE_TABLES)
@@ -367,10 +371,25 @@ def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days
         "whole_replay_reasons": sorted({s["whole_replay_reason"] for s in summaries if s.get("whole_replay_reason")}),
         "daily_equal": not differ,
         **({"daily_differ": differ} if differ else {}),
+        **({"history_days": history_days, **{f"offset_commits_{k}_per_day": [h[k] for h in held]
+                                            for k in ("rows", "files", "dates")}} if history else {}),
         "peak_mb_last": _peak_mb(summaries[-1]),
         "rounds": repeat,
         "dump": str(dump),
     }
+
+
+def _offset_commits_held(output: Path) -> dict[str, int]:
+    """The rows, data files and commit_date folders of offset_commits' newest version under `output` (from the
+    Delta log, no data file read)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from jobs.lake.runs import delta_table
+
+    adds = pa.table(delta_table(output / "offset_commits").get_add_actions(flatten=True))
+    return {"rows": int(pc.sum(adds.column("num_records")).as_py() or 0), "files": adds.num_rows,
+            "dates": len(pc.unique(adds.column("partition.commit_date")))}
 
 
 def _differ(one: Path, other: Path, tables: tuple[str, ...]) -> list[str]:

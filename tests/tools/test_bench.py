@@ -85,11 +85,15 @@ def test_incremental_resumes_and_compares_the_tables(tmp_path):
 
 
 def test_the_daily_bench_resumes_every_day_and_compares_every_table(tmp_path):
-    """Real processes: three days of 5% each into one output, with the history, against one full rebuild."""
-    result = bench.run_daily(3000, None, tmp_path / "work", 0.05, 3)
+    """Real processes: three days of 5% each into one output, with the history kept one day (--history-days 1),
+    against one full rebuild with it too."""
+    result = bench.run_daily(3000, None, tmp_path / "work", 0.05, 3, history_days=1)
     assert result["daily_equal"] is True and result["resumed"] == 3 and not result["whole_replay_reasons"]
     assert len(result["day_seconds"]) == 3 and result["last_vs_second"] > 0
     assert sum(result["records_per_day"]) + result["records_first_run"] == result["records"]
+    # The generated dump spans ten days: one day before as_of reaches two commit_date folders at most.
+    assert result["history_days"] == 1 and max(result["offset_commits_dates_per_day"]) <= 2
+    assert 0 < result["offset_commits_rows_per_day"][-1] < result["records"] // 5
 
 
 def test_split_days_cuts_each_partition_into_slices_by_offset(tmp_path):
