@@ -16,6 +16,7 @@ new and some old. Runs make the set atomic:
 from __future__ import annotations
 
 import errno
+import json
 import os
 import uuid
 from contextlib import contextmanager
@@ -407,7 +408,31 @@ def restore_unfinished(output: Location, guard: Callable[[], None] | None = None
         return version is not None
 
     return [name_in(output, path) for path in table_folders(output)
-            if _by_unfinished(delta_table(path), finished) and fenced_commit(path, restore, guard)]
+            if _newest_by_unfinished(path, finished) and fenced_commit(path, restore, guard)]
+
+
+def _newest_by_unfinished(where: Location, finished: set[str]) -> bool:
+    """_by_unfinished, from the newest log entry alone where it tells (every run asks it of every table: the
+    table is opened, its log read, only behind a fence or where the entry cannot be read)."""
+    commit = _newest_commit(where)
+    if commit is None or is_fence(commit):
+        return _by_unfinished(delta_table(where), finished)
+    newest = run_id_of(commit)
+    return newest is not None and newest not in finished
+
+
+def _newest_commit(where: Location) -> dict[str, Any] | None:
+    """The commitInfo of the table's newest log entry, None when it cannot be read."""
+    entries = where.child("_delta_log")
+    try:
+        versions = [int(f.name[:-5]) for f in entries.children() if f.name.endswith(".json") and f.name[:-5].isdigit()]
+        if not versions:
+            return None
+        lines = entries.child(f"{max(versions):020d}.json").read_text().splitlines()
+    except OSError:
+        return None
+    actions = [json.loads(line) for line in lines if line.strip()]
+    return next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
 
 
 def _by_unfinished(table: Any, finished: set[str]) -> bool:
