@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from jobs.base.arrow import TIMESTAMP
 from jobs.base.errors import BadInput, LockLost
 from jobs.base.storage import Location, first_line, located, write_parquet
 from jobs.lake.runs import FENCE_KEY, LOCK_TABLE
@@ -52,7 +53,7 @@ FENCED_BY_KEY = "offsetlake.fenced_by"
 # The lock's own history is of no use: old log entries go (the tables keep theirs: jobs.lake.runs).
 _LOCK_PROPERTIES = {"delta.logRetentionDuration": "interval 1 hours", "delta.checkpointInterval": "20"}
 _SCHEMA = pa.schema([("run_id", pa.string()), ("host", pa.string()), ("pid", pa.int64()),
-                     ("started_at", pa.timestamp("us", tz="UTC")), ("beat_at", pa.timestamp("us", tz="UTC")),
+                     ("started_at", TIMESTAMP), ("beat_at", TIMESTAMP),
                      ("boot_id", pa.string()), ("pid_namespace", pa.string()), ("process_start", pa.int64()),
                      ("lease_seconds", pa.float64()), ("epoch", pa.int64())])
 

@@ -27,6 +27,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from jobs.base.arrow import TIMESTAMP
 from jobs.base.storage import Location, located, os_cause, os_detail
 from jobs.base.tables import utc_micros
 
@@ -35,14 +36,14 @@ LOCK_TABLE = "_offsetlake_lock"  # jobs.lake.output_lock: not a table of the run
 RUN_ID_KEY = "offsetlake.run_id"
 RUNS_SCHEMA = pa.schema([
     ("run_id", pa.string()),
-    ("as_of", pa.timestamp("us", tz="UTC")),
-    ("finished_at", pa.timestamp("us", tz="UTC")),
+    ("as_of", TIMESTAMP),
+    ("finished_at", TIMESTAMP),
     ("source", pa.string()),
     ("delta_engine", pa.string()),
     ("tables", pa.list_(pa.struct([("table", pa.string()), ("version", pa.int64())]))),
     # What `offsetlake metrics` reports of the run itself (null in rows of runs before them).
     ("cluster", pa.string()),
-    ("started_at", pa.timestamp("us", tz="UTC")),
+    ("started_at", TIMESTAMP),
     ("records_read", pa.int64()),
     ("records_quarantined", pa.int64()),
     # The version of _runs this row was committed at: the order runs were recorded in, which decides the newest
