@@ -208,7 +208,7 @@ class TaskOutputs:
             folder = folder.child(sub) if sub else folder
             folder.mkdir()
             self._open[name] = pq.ParquetWriter(folder.child(f"{self.part}.parquet").path, schema,
-                                                filesystem=folder.fs, **write_options(schema))
+                                                filesystem=folder.fs, **write_options(schema, kind in LOGS))
         return self._open[name]
 
     def close(self) -> None:
@@ -223,14 +223,23 @@ class TaskOutputs:
             close_parquet(*writers)
 
 
-def write_options(schema: pa.Schema) -> dict[str, list[str]]:
-    """Parquet options of the files tasks write: dictionaries for strings (ids and names repeat), statistics for
-    numbers and times (a read of one partition skips the others' row groups); neither for the records' bytes,
-    whose dictionaries and minima cost the write and serve no reader, nor statistics for strings (group ids come
-    in no order in a row group: their minima skip nothing, and cost a tenth of offset_commits' write)."""
-    flat = [f.name for f in schema if not (pa.types.is_binary(f.type) or pa.types.is_nested(f.type)
-                                           or pa.types.is_string(f.type))]
-    return {"use_dictionary": [f.name for f in schema if pa.types.is_string(f.type)], "write_statistics": flat}
+# Records' positions in their log: distinct in any file, where a dictionary only adds its indices.
+LOG_POSITIONS = ("offset", "record_offset", "source_record_offset")
+
+
+def write_options(schema: pa.Schema, log: bool = False) -> dict[str, list[str]]:
+    """Parquet options of the files tasks write: statistics for numbers and times (a read of one partition skips
+    the others' row groups); dictionaries for every column of a table but LOG_POSITIONS (ids and names repeat,
+    and so do most numbers: producer ids, epochs, partitions, timestamps of a partition's batch), but only for
+    the strings of a staged `log`, read once and removed, whose other columns are mostly distinct. Neither for
+    the records' bytes, whose dictionaries and minima cost the write and serve no reader, nor statistics for
+    strings (group ids come in no order in a row group: their minima skip nothing, and cost a tenth of
+    offset_commits' write)."""
+    bytes_ = [f.name for f in schema if pa.types.is_binary(f.type) or pa.types.is_nested(f.type)]
+    flat = [f.name for f in schema if f.name not in bytes_ and not pa.types.is_string(f.type)]
+    coded = [f.name for f in schema if pa.types.is_string(f.type)] if log else \
+        [f.name for f in schema if f.name not in bytes_ and f.name not in LOG_POSITIONS]
+    return {"use_dictionary": coded, "write_statistics": flat}
 
 
 def _runs(values: pa.Array) -> list[tuple[int, int]]:

@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from jobs.base.arrow import TIMESTAMP
 from jobs.base.errors import BadInput, LockLost
 from jobs.base.storage import Location, first_line, located, write_parquet
 from jobs.lake.runs import FENCE_KEY, LOCK_TABLE
@@ -52,7 +53,7 @@ FENCED_BY_KEY = "offsetlake.fenced_by"
 # The lock's own history is of no use: old log entries go (the tables keep theirs: jobs.lake.runs).
 _LOCK_PROPERTIES = {"delta.logRetentionDuration": "interval 1 hours", "delta.checkpointInterval": "20"}
 _SCHEMA = pa.schema([("run_id", pa.string()), ("host", pa.string()), ("pid", pa.int64()),
-                     ("started_at", pa.timestamp("us", tz="UTC")), ("beat_at", pa.timestamp("us", tz="UTC")),
+                     ("started_at", TIMESTAMP), ("beat_at", TIMESTAMP),
                      ("boot_id", pa.string()), ("pid_namespace", pa.string()), ("process_start", pa.int64()),
                      ("lease_seconds", pa.float64()), ("epoch", pa.int64())])
 
@@ -117,11 +118,25 @@ class OutputLock:
         with self._mutex:
             if self.lost is not None:
                 raise self.lost
+            lapsed = time.monotonic() - self.renewed_at > self.lease_seconds
+            if not lapsed and self._newest_is_mine():
+                return
             table = self._open_retrying()
             if table is None or table.version() != self.version:
                 self._lose(self._read(table)[1] if table is not None else None)
-            if time.monotonic() - self.renewed_at > self.lease_seconds and not self._swap(table, holding=True):
+            if lapsed and not self._swap(table, holding=True):
                 self._lose(self._read()[1])
+
+    def _newest_is_mine(self) -> bool:
+        """Whether the lock's log ends at this run's newest commit: its entry there and none after it. Two
+        files' existence, where opening the table would read its log (every commit of a run checks the lock);
+        False, for the full check, on any doubt (a storage error, an entry the log's cleanup removed)."""
+        entries = self.table.child("_delta_log")
+        try:
+            return (self.version is not None and entries.child(f"{self.version:020d}.json").exists()
+                    and not entries.child(f"{self.version + 1:020d}.json").exists())
+        except OSError:
+            return False
 
     def release(self, failed: bool = False) -> None:
         """Give the lock up (if this run still holds it). Where the storage refuses (a full disk), the lock stays

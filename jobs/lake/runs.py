@@ -16,6 +16,7 @@ new and some old. Runs make the set atomic:
 from __future__ import annotations
 
 import errno
+import json
 import os
 import uuid
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from jobs.base.arrow import TIMESTAMP
 from jobs.base.retention import CUT_BY
 from jobs.base.storage import Location, located, os_cause, os_detail
 from jobs.base.tables import utc_micros
@@ -35,14 +37,14 @@ LOCK_TABLE = "_offsetlake_lock"  # jobs.lake.output_lock: not a table of the run
 RUN_ID_KEY = "offsetlake.run_id"
 RUNS_SCHEMA = pa.schema([
     ("run_id", pa.string()),
-    ("as_of", pa.timestamp("us", tz="UTC")),
-    ("finished_at", pa.timestamp("us", tz="UTC")),
+    ("as_of", TIMESTAMP),
+    ("finished_at", TIMESTAMP),
     ("source", pa.string()),
     ("delta_engine", pa.string()),
     ("tables", pa.list_(pa.struct([("table", pa.string()), ("version", pa.int64())]))),
     # What `offsetlake metrics` reports of the run itself (null in rows of runs before them).
     ("cluster", pa.string()),
-    ("started_at", pa.timestamp("us", tz="UTC")),
+    ("started_at", TIMESTAMP),
     ("records_read", pa.int64()),
     ("records_quarantined", pa.int64()),
     # The version of _runs this row was committed at: the order runs were recorded in, which decides the newest
@@ -50,7 +52,7 @@ RUNS_SCHEMA = pa.schema([
     ("recorded_version", pa.int64()),
     # From when the history tables are whole (rebuild --history-days: jobs.base.retention.history_from); null:
     # every day the output has seen.
-    ("history_from", pa.timestamp("us", tz="UTC")),
+    ("history_from", TIMESTAMP),
 ])
 RUN_INFO = ("cluster", "started_at", "records_read", "records_quarantined", "history_from")  # record_run's `info`
 # _runs gains one small file per run; past this many it is compacted, so readers open few files (a run reads it
@@ -419,7 +421,31 @@ def restore_unfinished(output: Location, guard: Callable[[], None] | None = None
         return version is not None
 
     return [name_in(output, path) for path in table_folders(output)
-            if _by_unfinished(delta_table(path), finished) and fenced_commit(path, restore, guard)]
+            if _newest_by_unfinished(path, finished) and fenced_commit(path, restore, guard)]
+
+
+def _newest_by_unfinished(where: Location, finished: set[str]) -> bool:
+    """_by_unfinished, from the newest log entry alone where it tells (every run asks it of every table: the
+    table is opened, its log read, only behind a fence or where the entry cannot be read)."""
+    commit = _newest_commit(where)
+    if commit is None or is_fence(commit):
+        return _by_unfinished(delta_table(where), finished)
+    newest = run_id_of(commit)
+    return newest is not None and newest not in finished
+
+
+def _newest_commit(where: Location) -> dict[str, Any] | None:
+    """The commitInfo of the table's newest log entry, None when it cannot be read."""
+    entries = where.child("_delta_log")
+    try:
+        versions = [int(f.name[:-5]) for f in entries.children() if f.name.endswith(".json") and f.name[:-5].isdigit()]
+        if not versions:
+            return None
+        lines = entries.child(f"{max(versions):020d}.json").read_text().splitlines()
+    except OSError:
+        return None
+    actions = [json.loads(line) for line in lines if line.strip()]
+    return next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
 
 
 def _by_unfinished(table: Any, finished: set[str]) -> bool:

@@ -1,8 +1,10 @@
 """Upkeep of the tables that grow by appends (`rebuild --archive`): raw_records, and with the history
 offset_commits, group_events and end_offsets_history gain a few small files every run (a file per folder and
 source task), which would make every later run's commit, and every reader, open more of them. So a run compacts
-the folders that hold SMALL_FILES files below SMALL_FILE_BYTES into files of about TARGET_FILE_BYTES: a Delta
-commit per table (delta-rs's optimize) holding the same rows in fewer files. Each run looks at a tenth of the
+the folders that hold SMALL_FILES files below SMALL_FILE_BYTES: a Delta commit per table (delta-rs's optimize)
+holding the same rows in fewer files. Only files below TARGET_FILE_BYTES are merged, into files of at most that:
+a big file (a whole replay's) is never rewritten, and what one compaction rewrites stays bounded however large
+the archive grows. Each run looks at a tenth of the
 folders (by a hash of their value; `turn`: the run's number), so every run does about the same share.
 
 A compaction never breaks a version a reader may open: it removes the small files from the table's newest version
@@ -26,7 +28,7 @@ from jobs.lake.runs import commit_metadata, delta_table, fenced_commit, is_table
 
 log = logging.getLogger("offsetlake")
 TURNS = 10  # a folder is looked at by one run in this many
-TARGET_FILE_BYTES = 2 << 20  # what a compaction writes (it merges the files below this: delta-rs's target size)
+TARGET_FILE_BYTES = 1 << 20  # what a compaction writes (it merges the files below this: delta-rs's target size)
 SMALL_FILE_BYTES = TARGET_FILE_BYTES // 8  # a file below this is small (a run's share of a folder, at most)
 SMALL_FILES = 16  # a folder's small files past which it is compacted
 

@@ -13,6 +13,7 @@ tombstone came after it (a tombstone, from anyone, removes every producer's pend
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -84,9 +85,14 @@ class AppliedSequence:
         result[ruled] = ruled_applies
         return result
 
+    @cached_property
+    def applied(self) -> np.ndarray:
+        """`applies()` of a replay that continues none: the state and offset_commits both read it."""
+        return self.applies()
+
     def newest(self) -> np.ndarray:
         """The rows of each key's last applied record (its newest effective one), tombstones too, in key order."""
-        applied = self.applies()
+        applied = self.applied
         key, source = self.key[applied], self.source[applied]
         if not len(key):
             return self.rows[applied]
@@ -119,8 +125,12 @@ def applied_sequence(offset_records: pa.Table, found: pa.Table) -> AppliedSequen
     code = numbers(encoded.indices)
     partition = numbers(offset_records.column("coordinator_partition"), -1)
     width = max(len(encoded.dictionary), 1)
-    pairs, key = np.unique((partition + 1) * width + code, return_inverse=True)
-    key = key.reshape(-1).astype(np.int64)
+    if len(partition) and partition.min() == partition.max():  # one coordinator partition (a replay task's):
+        # every code occurs, so the pairs' sorted numbering is the codes' own
+        pairs, key = (partition[0] + 1) * width + np.arange(len(encoded.dictionary)), code.astype(np.int64)
+    else:
+        pairs, key = np.unique((partition + 1) * width + code, return_inverse=True)
+        key = key.reshape(-1).astype(np.int64)
     source = numbers(offset_records.column("record_offset"))
     rows = np.flatnonzero(effective)
     opened = np.flatnonzero(still_open)

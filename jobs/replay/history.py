@@ -64,7 +64,7 @@ def offset_commits(offset_records: pa.Table, sequence: AppliedSequence, earlier:
                       **{name: names.column(name) for name in names.column_names}})
     at = _matched(earlier, names)
     heads = _heads(earlier, at)
-    keep = sequence.applies(heads["source_record_offset"])
+    keep = sequence.applies(heads["source_record_offset"]) if heads["has"].any() else sequence.applied
     rows, index = sequence.rows[keep], sequence.key[keep]
     position, source = sequence.position[keep], sequence.source[keep]
     # In commit_date order: the table's folders are runs of rows, which a task writes without copying them again.

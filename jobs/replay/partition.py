@@ -139,10 +139,15 @@ OFFSET_COLUMNS = ["coordinator_partition", "record_offset", "record_timestamp", 
                   "producer_epoch", "group_id", "reduced"]
 
 
-def _of_types(rows: pa.Table, valid: np.ndarray, types: Iterable[int]) -> pa.Table:
-    """The `valid` rows of `types` (of offset records, only OFFSET_COLUMNS)."""
+def _of_types(rows: pa.Table, valid: np.ndarray, types: Iterable[int], columns: list[str] | None = None) -> pa.Table:
+    """The `valid` rows of `types` (only `columns`, when given)."""
     kept = valid & mask(pc.is_in(rows.column("record_type"), value_set=pa.array(types, pa.int16())))
-    return (rows.select(OFFSET_COLUMNS) if types is OFFSET_COMMIT_TYPES else rows).filter(pa.array(kept))
+    return (rows if columns is None else rows.select(columns)).filter(pa.array(kept))
+
+
+def _offset_records(rows: pa.Table, valid: np.ndarray) -> pa.Table:
+    """The `valid` offset records, with the OFFSET_COLUMNS the rules read."""
+    return _of_types(rows, valid, OFFSET_COMMIT_TYPES, OFFSET_COLUMNS)
 
 
 def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_groups: pa.Table | None,
@@ -154,12 +159,13 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
         return _of_types(rows, valid, types)
 
     found = markers(rows, valid)
-    offset_records = of_types(OFFSET_COMMIT_TYPES)
+    offset_records = _offset_records(rows, valid)
     sequence = applied_sequence(offset_records, found)  # both the state and offset_commits follow from it
     offsets = offset_state(offset_records, sequence)
     group_records = of_types(GROUP_TYPES)
     if settings.history and unfolded is not None:
-        history_records = _of_types(unfolded, _valid(unfolded, settings), OFFSET_COMMIT_TYPES)
+        unfolded_valid = _valid(unfolded, settings)
+        history_records = _offset_records(unfolded, unfolded_valid)
     else:
         history_records = offset_records
     # Which group held offsets when its group tombstone came (a group event): a record folded into a newer one
@@ -193,10 +199,9 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
         events = contract.group_events(of_kind(group_rows, "event"))
         yield "group_events", kept_rows(settings.history_cutoff, "group_events", events)
         if unfolded is not None:  # the history's records are not the state's
-            whole = unreplayed(unfolded, settings.replayed_through)
-            whole_valid = _valid(whole, settings)
-            offset_records = _of_types(whole, whole_valid, OFFSET_COMMIT_TYPES)
-            sequence = applied_sequence(offset_records, markers(whole, whole_valid))
+            whole_valid = unfolded_valid & unreplayed(unfolded, settings.replayed_through)
+            offset_records = _offset_records(unfolded, whole_valid)
+            sequence = applied_sequence(offset_records, markers(unfolded, whole_valid))
         earlier = keyed_state(tail)
         commits, keys = offset_commits(offset_records, sequence, earlier)
         yield "offset_commits", kept_rows(settings.history_cutoff, "offset_commits", commits)

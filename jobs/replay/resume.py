@@ -73,19 +73,19 @@ def from_state(state: pa.Table, cutoff_us: int) -> dict[str, pa.Table]:
             "share_log": state.filter(pa.array(share)).select(RECORD_SCHEMA.names).cast(RECORD_SCHEMA)}
 
 
-def unreplayed(rows: pa.Table, through: dict[int, int] | None) -> pa.Table:
-    """The records of `rows` (the state's and the new ones) whose rows of the history a run writes: every one whole
+def unreplayed(rows: pa.Table, through: dict[int, int] | None) -> np.ndarray:
+    """Per record of `rows` (the state's and the new ones): a run writes its rows of the history. Every one whole
     when it replays them all (`through` None), else those after the offset through which the previous run
     replayed their coordinator partition (`through`, jobs.sources.replay_state.ReplayState), and the transactional
     commits kept whole, which wait for their marker."""
     whole = ~mask(rows.column("reduced"))
     if through is None:
-        return rows.filter(pa.array(whole))
+        return whole
     partition = numbers(rows.column("coordinator_partition"), -1)
     ends = np.full(max([*through, int(partition.max(initial=0))]) + 2, -1, np.int64)  # [-1]: no partition's
     ends[list(through)] = list(through.values())
     after = numbers(rows.column("record_offset"), -1) > ends[partition]
-    return rows.filter(pa.array((whole & after) | whole_commits(rows)))
+    return (whole & after) | whole_commits(rows)
 
 
 def newest_folded(state: pa.Table) -> datetime | None:

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Iterable
 
 from jobs.base.arrow import EPOCH
+from jobs.base.arrow import TIMESTAMP as UTC_MICROS  # this module's TIMESTAMP is a column name
 from jobs.base.errors import BadInput
 from jobs.base.storage import Location, first_line
 from jobs.config import KafkaOptions, SourceSpec
@@ -72,7 +73,7 @@ def load_end_offsets(location: str, storage: dict[str, str] | None = None, log_s
         checked = [(t, p, o, at, starts.get((t, p, at), start)) for t, p, o, at, start in checked]
     topics, partitions, offsets, times, log_start = (list(c) for c in zip(*checked)) if checked else ([],) * 5
     return pa.table({"topic": pa.array(topics, pa.string()), "partition": pa.array(partitions, pa.int32()),
-                     "offset": pa.array(offsets, pa.int64()), TIMESTAMP: pa.array(times, pa.timestamp("us", tz="UTC")),
+                     "offset": pa.array(offsets, pa.int64()), TIMESTAMP: pa.array(times, UTC_MICROS),
                      LOG_START: pa.array(log_start, pa.int64())})
 
 
@@ -138,7 +139,7 @@ def _parquet_rows(path: Location, location: str) -> Iterable[tuple[str, dict[str
         if TIMESTAMP in table.column_names:
             times = table.column(TIMESTAMP)
             if pa.types.is_timestamp(times.type):  # any unit; a zone-less time is UTC, as Spark writes it
-                at_utc = pa.timestamp("us", tz="UTC")
+                at_utc = UTC_MICROS
                 times = times.cast(pa.timestamp(times.type.unit, tz=times.type.tz or "UTC"))
                 times = times.cast(at_utc, safe=times.type.unit != "ns")  # nanoseconds: truncated, never too large
                 table = table.set_column(table.column_names.index(TIMESTAMP), TIMESTAMP, times)

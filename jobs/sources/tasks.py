@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from jobs.base.arrow import TIMESTAMP
 from jobs.base.errors import BadInput
 from jobs.replay.records import record_timestamps
 
@@ -28,7 +29,7 @@ BATCH_BYTES = 32 << 20
 # The contract's raw-record columns (Spark's Kafka source), as a source task yields them.
 RAW_FIELDS = (
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
-    ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+    ("offset", pa.int64()), ("timestamp", TIMESTAMP), ("timestampType", pa.int32()),
 )
 # The batch metadata a source with record batches adds (jobs.sources.raw.OPTIONAL): what transactional replay reads.
 BATCH_FIELDS = (("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),

@@ -15,7 +15,8 @@ spark-submit on that master: the Spark runner as spark-submit and Databricks use
 without history, against the floor on the same master; the CLI's rebuilds stay beside them.
 
 Rounds alternate the processes (floor, rebuild, no-history, peer, floor, ...) so a slow spell of the
-machine falls on all of them; each figure is the median of its rounds.
+machine falls on all of them; each figure is the median of its rounds, each ratio to the floor the median of
+the rounds' ratios (a run against the floor run of its own round).
 
 With `--incremental FRACTION` (`run_incremental`), the bench times a daily run instead: the dump split by offset
 into its older records and each partition's newest FRACTION, a full `--no-history` rebuild of the whole dump
@@ -98,6 +99,13 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
             if name in peaks:  # every round's: a jump in one round must not hide behind a median
                 peaks[name].append(_peak_mb(json.loads(outputs[name].strip().splitlines()[-1])))
     median = {name: round(statistics.median(s), 2) for name, s in seconds.items()}
+
+    def vs_floor(name: str) -> float:
+        """The median of each round's ratio to the floor run just before it (paired, as farm-bench pairs: a
+        machine that drifts between rounds moves both runs of a pair, where a ratio of medians compares runs
+        minutes apart)."""
+        return round(statistics.median(t / f for t, f in zip(seconds[name], seconds["floor"])), 2)
+
     summary = json.loads(outputs["rebuild"].strip().splitlines()[-1])
     result: dict[str, Any] = {
         "records": summary["records_read"],
@@ -105,8 +113,8 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
         "no_history_seconds": median["no_history"],
         "floor_seconds": median["floor"],
         "peer_seconds": median.get("peer"),
-        "rebuild_vs_floor": round(median["rebuild"] / median["floor"], 2),
-        "no_history_vs_floor": round(median["no_history"] / median["floor"], 2),
+        "rebuild_vs_floor": vs_floor("rebuild"),
+        "no_history_vs_floor": vs_floor("no_history"),
         "peer_vs_rebuild": round(median["peer"] / median["rebuild"], 2) if "peer" in median else None,
         "peer_vs_no_history": round(median["peer"] / median["no_history"], 2) if "peer" in median else None,
         **{k: summary.get(k) for k in ("runner", "spark_jobs", "spark_stages", "spark_tasks")},
@@ -127,8 +135,8 @@ def run_bench(records: int, dump: Path | None, work: Path, source_format: str = 
             "master": master,
             "spark_rebuild_seconds": median["spark_rebuild"],
             "spark_no_history_seconds": median["spark_no_history"],
-            "spark_rebuild_vs_floor": round(median["spark_rebuild"] / median["floor"], 2),
-            "spark_no_history_vs_floor": round(median["spark_no_history"] / median["floor"], 2),
+            "spark_rebuild_vs_floor": vs_floor("spark_rebuild"),
+            "spark_no_history_vs_floor": vs_floor("spark_no_history"),
             "spark_runner": spark_summary.get("runner"),
             "spark_stages": spark_summary.get("spark_stages"),
             "peak_mb_spark_rebuild": peaks["spark_rebuild"],
@@ -228,7 +236,7 @@ STATE_TABLES = ("committed_offsets", "expired_offsets", "consumer_groups", "grou
                 "group_target_assignments", "streams_topologies", "consumer_lag", "pending_transactions",
                 "quarantine", "share_partition_state")
 # With the history, every table of the contract (end_offsets_history: empty, the bench gives no end offsets).
-HISTORY_TABLES = (*STATE_TABLES, "offset_commits", "group_events", "group_status", "end_offsets_history")
+EVERY_TABLE = (*STATE_TABLES, "offset_commits", "group_events", "group_status", "end_offsets_history")
 
 
 def _bench_dump(records: int, dump: Path | None, work: Path) -> Path:
@@ -294,7 +302,7 @@ def run_incremental(records: int, dump: Path | None, work: Path, fraction: float
     median = {name: round(statistics.median(s), 2) for name, s in seconds.items()}
     median_cpu = {name: round(statistics.median(s), 2) for name, s in cpu.items()}
     second = summaries["incremental"]
-    differ = _differ(full, resumed, HISTORY_TABLES if history else STATE_TABLES)
+    differ = _differ(full, resumed, EVERY_TABLE if history else STATE_TABLES)
     return {
         "history": history,
         "records": counts["older"] + counts["newer"],
@@ -354,7 +362,7 @@ def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days
     full_seconds, full_cpu, _ = _timed_cpu(_rebuild(dump, full, history, *kept))
     median = [round(statistics.median(s), 2) for s in seconds]
     median_cpu = [round(statistics.median(s), 2) for s in cpu]
-    differ = _differ(full, output, HISTORY_TABLES if history else STATE_TABLES)
+    differ = _differ(full, output, EVERY_TABLE if history else STATE_TABLES)
     return {
         "history": history,
         "records": counts["older"] + sum(counts[f"day{d}"] for d in range(1, days + 1)),
