@@ -31,11 +31,14 @@ def micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return numbers(column.cast(pa.int64()))
 
 
+def utc(moment: datetime | None) -> datetime | None:
+    """A moment with its zone: a naive one is UTC (the pipeline's, and the session time zone Spark ran in)."""
+    return moment if moment is None or moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def epoch_us(moment: datetime) -> int:
-    """A moment as epoch microseconds, exactly, unlike float seconds (a naive one is UTC, the session time zone
-    Spark ran in)."""
-    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-    return (moment - EPOCH) // timedelta(microseconds=1)
+    """A moment as epoch microseconds, exactly, unlike float seconds (a naive one is UTC)."""
+    return (utc(moment) - EPOCH) // timedelta(microseconds=1)
 
 
 def from_epoch_us(us: int) -> datetime:

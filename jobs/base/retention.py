@@ -18,6 +18,8 @@ from datetime import date, datetime, timedelta, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import utc
+
 # The tables a cutoff applies to, and the column their rows are cut by.
 CUT_BY = {"offset_commits": "commit_date", "group_events": "event_timestamp", "end_offsets_history": "observed_at"}
 
@@ -33,8 +35,7 @@ class HistoryCutoff:
         """The cutoff of a run at `as_of` with --history-days `days` (None: the history is kept whole)."""
         if days is None:
             return None
-        at = as_of if as_of.tzinfo is not None else as_of.replace(tzinfo=timezone.utc)  # naive times are UTC
-        return cls(at.astimezone(timezone.utc) - timedelta(days=days))
+        return cls(utc(as_of).astimezone(timezone.utc) - timedelta(days=days))
 
     def first_kept(self, table: str) -> date | datetime:
         """The first value of the table's CUT_BY column that is kept: the cutoff's date for offset_commits (whole
@@ -65,7 +66,5 @@ def history_from(cutoff: HistoryCutoff | None, earlier: datetime | None) -> date
     """From when the output's history is whole after a run with `cutoff`, when the run before it said `earlier`
     (its _runs row's history_from): the later of the two, as what a cutoff removed never comes back (the
     end-offset history is carried from run to run, and a resumed run appends to what is there)."""
-    if earlier is not None and earlier.tzinfo is None:
-        earlier = earlier.replace(tzinfo=timezone.utc)  # _runs is read back as naive UTC
-    found = [m for m in (cutoff.moment if cutoff is not None else None, earlier) if m is not None]
+    found = [m for m in (cutoff.moment if cutoff is not None else None, utc(earlier)) if m is not None]
     return max(found) if found else None

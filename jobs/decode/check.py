@@ -55,9 +55,11 @@ def check(records: pa.Table) -> pa.Table:
     group_id = pc.if_else(pa.array(bulk), key.fields["group"].take(index), None)
     error = pa.array(np.where(control & ~sound, MALFORMED_CONTROL_KEY, None), pa.string())
     rest = np.flatnonzero(~bulk & ~control)
-    if len(rest):  # the codec's verdicts where the bulk reader gave none
+    if len(rest):  # the codec's verdicts where the bulk reader gave none (and ours are null)
         theirs = verdicts(keys, values, pa.array(rest))
-        record_type, group_id, error = (pc.coalesce(ours, other) for ours, other in
+        at = np.zeros(len(bulk), bool)
+        at[rest] = True
+        record_type, group_id, error = (pc.replace_with_mask(ours, pa.array(at), other) for ours, other in
                                         zip((record_type, group_id, error), theirs))
     positions = _misplaced(records)
     if positions is not None:
@@ -167,11 +169,8 @@ def _check_key(key: bytes | None) -> Verdict:
 
 
 def verdicts(keys: pa.Array, values: pa.Array, rows: pa.Array) -> list[pa.Array]:
-    """`check_record` of the records at `rows` (indices) of `keys` and `values`, as three arrays as long as
-    `keys` (record_type int16, group_id and error strings), null at every other row."""
-    types: list = [None] * len(keys)
-    groups: list = [None] * len(keys)
-    errors: list = [None] * len(keys)
-    for i, key, value in zip(rows.to_pylist(), keys.take(rows).to_pylist(), values.take(rows).to_pylist()):
-        types[i], groups[i], errors[i] = check_record(key, value)
+    """`check_record` of the records at `rows` (indices) of `keys` and `values`, as three arrays in the order of
+    `rows` (record_type int16, group_id and error strings)."""
+    found = [check_record(key, value) for key, value in zip(keys.take(rows).to_pylist(), values.take(rows).to_pylist())]
+    types, groups, errors = zip(*found) if found else ((), (), ())
     return [pa.array(types, pa.int16()), pa.array(groups, pa.string()), pa.array(errors, pa.string())]

@@ -27,7 +27,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from jobs.base.arrow import TIMESTAMP
+from jobs.base.arrow import TIMESTAMP, utc
 from jobs.base.retention import CUT_BY
 from jobs.base.storage import Location, located, os_cause, os_detail
 from jobs.base.tables import utc_micros
@@ -165,7 +165,7 @@ def record_run(output: Location | str, run_id: str, versions: dict[str, int], as
     def row(version: int) -> pa.Table:
         return pa.table({
             "run_id": [run_id],
-            "as_of": [_utc(as_of)],
+            "as_of": [utc(as_of)],
             "finished_at": [datetime.now(timezone.utc)],
             "source": [source],
             "delta_engine": [engine],
@@ -221,12 +221,6 @@ def storage_failures(output: Location, run_id: str) -> Iterator[None]:
         except Exception:  # noqa: BLE001 - the cause is still worth its line
             after = ""
         raise RunFailed(f"--output {output}: {cause} ({os_detail(e, cause)}){after}") from e
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=timezone.utc)  # the pipeline's naive times are UTC
 
 
 @dataclass(frozen=True)

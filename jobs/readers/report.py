@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import epoch_us, from_epoch_us
+from jobs.base.arrow import epoch_us, from_epoch_us, utc
 from jobs.base.storage import Location
 from jobs.base.tables import snapshot_table
 from jobs.derive.end_offsets import Snapshots
@@ -66,8 +66,8 @@ def gather(output: Location, group_ids: tuple[str, ...] = (), since: datetime | 
     from jobs.base.errors import BadInput
 
     found = newest(output, READS)
-    as_of = _utc(found.as_of)
-    kept_from = _utc(found.run.get("history_from"))
+    as_of = utc(found.as_of)
+    kept_from = utc(found.run.get("history_from"))
     if since is not None and kept_from is not None and since < kept_from:
         raise BadInput(f"--since {_iso(since)}: before the history kept (from {_iso(kept_from)}: rebuild "
                        "--history-days)")
@@ -88,10 +88,6 @@ def gather(output: Location, group_ids: tuple[str, ...] = (), since: datetime | 
               "expiring": len(expiring), "partitions": found.read("consumer_lag").num_rows}
     return Report(output.uri, found.run, as_of, since, groups, detailed, expiring,
                   found.written("offset_commits"), totals)
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    return moment if moment is None or moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def _iso(moment: datetime | None) -> str:
@@ -135,7 +131,7 @@ def _fill(found: Newest, groups: list[GroupReport], as_of: datetime | None, sinc
         gid = g.row["group_id"]
         g.lag = _lag_series(commits.get(gid, []), history, since, as_of) + _measured(lag.get(gid, []), snapshots.get(
             gid, []), since)
-        g.events = [e for e in events.get(gid, []) if since is None or _utc(e["event_timestamp"]) >= since]
+        g.events = [e for e in events.get(gid, []) if since is None or utc(e["event_timestamp"]) >= since]
         g.status = status.get(gid, [])
         g.expiring = _expiring(found, gid, as_of, EXPIRING)
         g.lost = sorted((r for r in lag.get(gid, []) if (r.get("records_lost") or 0) > 0),
@@ -171,7 +167,7 @@ def _lag_series(commits: list[dict], history: Snapshots, since: datetime | None,
     observed = history.table.filter(pc.is_in(pc.binary_join_element_wise(
         history.table.column("topic"), pc.cast(history.table.column("partition"), pa.string()), "\0"),
         value_set=pa.array([f"{t}\0{p}" for t, p in keys]))).column("observed_at")
-    moments = {epoch_us(_utc(c["record_timestamp"])) for c in commits}
+    moments = {epoch_us(utc(c["record_timestamp"])) for c in commits}
     moments |= set(observed.drop_null().cast(pa.int64()).to_pylist())
     if since is not None:
         moments = {m for m in moments if m >= epoch_us(since)}
@@ -190,7 +186,7 @@ def _lag_series(commits: list[dict], history: Snapshots, since: datetime | None,
         if part < 0:
             continue
         own = [c for c in commits if (c["topic"], c["partition"]) == (topic, partition)]
-        times = np.array([epoch_us(_utc(c["record_timestamp"])) for c in own], np.int64)
+        times = np.array([epoch_us(utc(c["record_timestamp"])) for c in own], np.int64)
         offsets = np.array([c["committed_offset"] if c["kind"] == "commit" else -1 for c in own], np.int64)
         latest = np.searchsorted(times, at, side="right") - 1  # the commit in force at each moment
         has = latest >= 0
@@ -224,11 +220,11 @@ def _log_start_at(history: Snapshots, topic: str, partition: int, at: np.ndarray
 
 def _measured(lag: list[dict], snapshots: list[dict], since: datetime | None) -> list[dict[str, Any]]:
     """The lag consumer_lag measured at as_of, and each snapshot's (rebuild --snapshot), per topic."""
-    rows = [{"time": _utc(r["as_of"]), "topic": r["topic"], "partition": r["partition"], "lag": r["lag"],
+    rows = [{"time": utc(r["as_of"]), "topic": r["topic"], "partition": r["partition"], "lag": r["lag"],
              "seconds": r["lag_seconds"]} for r in lag if r["as_of"] is not None and r["lag"] is not None]
-    taken = [{"time": _utc(r["as_of"]), "topic": r["topic"], "partition": r["partition"], "lag": r["lag"],
+    taken = [{"time": utc(r["as_of"]), "topic": r["topic"], "partition": r["partition"], "lag": r["lag"],
               "seconds": r["lag_seconds"]} for r in snapshots if r["as_of"] is not None and r["lag"] is not None
-             and (since is None or _utc(r["as_of"]) >= since)]
+             and (since is None or utc(r["as_of"]) >= since)]
     return _per_topic(taken, "snapshot") + _per_topic(rows, "as_of")
 
 
@@ -257,10 +253,10 @@ def _expiring(found: Newest, group_id: str | None, as_of: datetime | None, most:
                                   "expires_at"], filter=where).sort_by("expires_at").to_pylist()
     soon = []
     for r in rows:
-        left = _utc(r["expires_at"]) - as_of
+        left = utc(r["expires_at"]) - as_of
         if left > EXPIRING_WITHIN:
             break
-        soon.append({**r, "expires_at": _iso(_utc(r["expires_at"])), "hours_left": round(left.total_seconds() / 3600, 1)})
+        soon.append({**r, "expires_at": _iso(utc(r["expires_at"])), "hours_left": round(left.total_seconds() / 3600, 1)})
         if len(soon) == most:
             break
     return soon

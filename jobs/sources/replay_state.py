@@ -21,13 +21,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import Any
-from datetime import datetime, timezone
+from datetime import datetime
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import TIMESTAMP, known, mask, numbers
+from jobs.base.arrow import TIMESTAMP, known, mask, numbers, utc
 from jobs.base.earlier import EarlierRun
 from jobs.base.storage import Location
 from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, arrow_schema
@@ -124,7 +124,7 @@ class ReplayState:
             else:
                 log.info("run %s's group fold has another layout (an older offsetlake's): every group is folded again",
                          run["run_id"])
-        as_of = run["as_of"].replace(tzinfo=timezone.utc) if run.get("as_of") is not None else None
+        as_of = utc(run.get("as_of"))
         through, deferred = None, None
         if history:
             if FOLD_STATE not in kept:  # the groups' last events are in it
