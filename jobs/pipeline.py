@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.base.arrow import TIMESTAMP
 from jobs.base.errors import LockLost
 from jobs.base.retention import CUT_BY, HistoryCutoff, history_from, kept_rows
 from jobs.base.tables import (ARCHIVE, ARCHIVE_OFFSETS, FOLD_STATE, HISTORY_STATE, HISTORY_TABLES, REPLAY_STATE, TABLES,
@@ -148,10 +149,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: SparkSession | None) -> di
     rebuild = _Rebuild(cfg, lock, runner, layout, sink, archive, started_at, started)
     try:
         plan, resumed, whole_because = _read_source(rebuild, plan, resumed, whole_because)
-        moments = layout.read(CHUNKS.moments)
-        if resumed is not None:
-            moments = pa.concat_tables([moments, resumed.moments])
-        as_of = cfg.as_of or newest_plausible(moments) or started_at
+        moments, as_of = _moments(cfg, layout, resumed, started_at)
         rebuild.cutoff = HistoryCutoff.of(as_of, cfg.history_days)
         kill_point("replayed")
         counts = _replay(rebuild, as_of, resumed)
@@ -286,9 +284,17 @@ def _commit(rebuild: _Rebuild, as_of: datetime, summary: dict[str, Any], resumed
 def _refusal(cfg: RebuildConfig, resumed: ReplayState, layout: StagingLayout, started: datetime) -> str | None:
     """Why the run cannot start from the `resumed` state after all, once the source is read: its new records, or
     (with the history) its as_of, lie among what the state stands for (ReplayState.refusal); None when it can."""
-    moments = pa.concat_tables([layout.read(CHUNKS.moments), resumed.moments])
-    as_of = cfg.as_of or newest_plausible(moments) or started
-    return resumed.refusal(layout.read(CHUNKS.spans), as_of)
+    return resumed.refusal(layout.read(CHUNKS.spans), _moments(cfg, layout, resumed, started)[1])
+
+
+def _moments(cfg: RebuildConfig, layout: StagingLayout, resumed: ReplayState | None, started: datetime
+             ) -> tuple[pa.Table, datetime]:
+    """The moments of the records read (and of those the `resumed` state stands for), and the run's as_of: the one
+    asked for, else the newest plausible record's, else the run's start."""
+    moments = layout.read(CHUNKS.moments)
+    if resumed is not None:
+        moments = pa.concat_tables([moments, resumed.moments])
+    return moments, cfg.as_of or newest_plausible(moments) or started
 
 
 def _stage_archive(layout: StagingLayout, sink: TableSink, archive: Archive) -> None:
@@ -377,12 +383,13 @@ def _end_offsets(cfg: RebuildConfig, as_of: datetime, previous: pa.Table | None,
                             "partition": pa.array([r[1] for r in rows], pa.int32()),
                             "offset": pa.array([r[2] for r in rows], pa.int64()),
                             "log_start_offset": pa.array([r[3] for r in rows], pa.int64()),
-                            "fetched_at": pa.array([fetched_at] * len(rows), pa.timestamp("us", tz="UTC"))})
+                            "fetched_at": pa.array([fetched_at] * len(rows), TIMESTAMP)})
+        observed = history_rows(fetched, as_of)  # lag reads the fetch; status reads it as the snapshot of as_of
         at_as_of = history_rows(fetched.drop_columns(["fetched_at"]), as_of)
-        snapshots = kept(history_rows(fetched, as_of))
+        snapshots = kept(observed)
         added, replaces = added_history(previous, snapshots)
         return {"history": merge_history(previous, snapshots), "added": added, "replaces": replaces,
-                "lag": history_rows(fetched, as_of), "status": merge_history(previous, at_as_of)}
+                "lag": observed, "status": merge_history(previous, at_as_of)}
     new = kept(history_rows(load_end_offsets(cfg.end_offsets, dict(cfg.storage), cfg.log_start_offsets), as_of)) \
         if cfg.end_offsets else None
     history = previous if new is None else merge_history(previous, new)
