@@ -5,7 +5,8 @@ the folders that hold SMALL_FILES files below SMALL_FILE_BYTES: a Delta commit p
 holding the same rows in fewer files. Only files below TARGET_FILE_BYTES are merged, into files of at most that:
 a big file (a whole replay's) is never rewritten, and what one compaction rewrites stays bounded however large
 the archive grows. Each run looks at a tenth of the
-folders (by a hash of their value; `turn`: the run's number), so every run does about the same share.
+folders (by a hash of their value, an unpartitioned table being one folder, by a hash of its name; `turn`: the
+run's number), so every run does about the same share.
 
 A compaction never breaks a version a reader may open: it removes the small files from the table's newest version
 only; they stay on disk for every earlier version (the runs recorded in `_runs` still name those), until
@@ -36,7 +37,7 @@ SMALL_FILES = 16  # a folder's small files past which it is compacted
 def upkeep(output: Location, run_id: str, tables: list[str], turn: int, guard: Callable[[], None] | None = None
            ) -> dict[str, int]:
     """Compact, in each of `tables` under `output`, the folders of this `turn` (the run's number: a tenth of the
-    folders; an unpartitioned table on every tenth) that hold SMALL_FILES small files; returns per table the
+    folders; an unpartitioned table on one run in ten) that hold SMALL_FILES small files; returns per table the
     files a compaction replaced. `guard`: the lock's check, which fences each commit (jobs.lake.runs.fenced_commit:
     a run that lost its output compacts nothing more)."""
     from deltalake.transaction import CommitProperties
@@ -47,7 +48,7 @@ def upkeep(output: Location, run_id: str, tables: list[str], turn: int, guard: C
         where = output.child(table)
         if not is_table(where):
             continue
-        filters = _crowded(delta_table(where), partition_columns(table), turn % TURNS)
+        filters = _crowded(delta_table(where), table, partition_columns(table), turn % TURNS)
         if filters is None:
             continue
         metrics = fenced_commit(where, lambda delta: delta.optimize.compact(
@@ -57,17 +58,22 @@ def upkeep(output: Location, run_id: str, tables: list[str], turn: int, guard: C
     return done
 
 
-def _crowded(table: Any, columns: list[str], turn: int) -> list[tuple[str, str, list[str]]] | None:
-    """The partition filters that select the folders of `table` of this `turn` with SMALL_FILES small files
-    ([] for an unpartitioned table's, on turn 0), or None when there is none."""
+def _crowded(table: Any, name: str, columns: list[str], turn: int) -> list[tuple[str, str, list[str]]] | None:
+    """The partition filters that select the folders of `table` (named `name`) of this `turn` with SMALL_FILES
+    small files ([] for an unpartitioned table's, on its turn), or None when there is none."""
     adds = pa.table(table.get_add_actions(flatten=True))
     small = np.asarray(adds.column("size_bytes").to_numpy(zero_copy_only=False)) < SMALL_FILE_BYTES
     if not columns:
-        return [] if turn == 0 and small.sum() >= SMALL_FILES else None
+        return [] if turn_of(name) == turn and small.sum() >= SMALL_FILES else None
     column = columns[0]  # the grown tables have one partition column
     counts: dict[str, int] = {}
     for value, is_small in zip(adds.column(f"partition.{column}").to_pylist(), small.tolist()):
         if is_small and value is not None:  # a null folder has no filter form: left as it is
             counts[str(value)] = counts.get(str(value), 0) + 1
-    crowded = sorted(v for v, n in counts.items() if n >= SMALL_FILES and zlib.crc32(v.encode()) % TURNS == turn)
+    crowded = sorted(v for v, n in counts.items() if n >= SMALL_FILES and turn_of(v) == turn)
     return [(column, "in", crowded)] if crowded else None
+
+
+def turn_of(folder: str) -> int:
+    """The turn of a folder (its partition value), or of an unpartitioned table (its name)."""
+    return zlib.crc32(folder.encode()) % TURNS

@@ -2,7 +2,6 @@
 per table: the newest version holds the same rows in fewer files, and every earlier version stays readable."""
 from __future__ import annotations
 
-import zlib
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -26,7 +25,7 @@ def rows(table: DeltaTable) -> list[tuple]:
 
 
 def turn_of(partition: int) -> int:
-    return zlib.crc32(str(partition).encode()) % upkeep_module.TURNS
+    return upkeep_module.turn_of(str(partition))
 
 
 def test_the_crowded_folders_of_a_runs_turn_are_compacted_and_older_versions_stay_readable(tmp_path, monkeypatch):
@@ -51,5 +50,8 @@ def test_folders_with_few_small_files_and_unpartitioned_tables_off_their_turn_ar
     for i in range(6):
         write_deltalake(str(tmp_path / "group_events"), pa.table({"n": [i]}), mode="append")
     output = Location.parse(str(tmp_path))
+    own = upkeep_module.turn_of("group_events")  # an unpartitioned table's turn: by its name, as a folder's
+    off = next(t for t in range(upkeep_module.TURNS) if t not in (own, turn_of(3)))
     assert upkeep_module.upkeep(output, "r1", ["raw_records", "group_events"], turn_of(3)) == {}
-    assert upkeep_module.upkeep(output, "r1", ["group_events"], 0) == {"group_events": 6}
+    assert upkeep_module.upkeep(output, "r1", ["group_events"], off) == {}
+    assert upkeep_module.upkeep(output, "r1", ["group_events"], own) == {"group_events": 6}
