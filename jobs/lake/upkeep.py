@@ -4,9 +4,8 @@ source task), which would make every later run's commit, and every reader, open 
 the folders that hold SMALL_FILES files below SMALL_FILE_BYTES: a Delta commit per table (delta-rs's optimize)
 holding the same rows in fewer files. Only files below TARGET_FILE_BYTES are merged, into files of at most that:
 a big file (a whole replay's) is never rewritten, and what one compaction rewrites stays bounded however large
-the archive grows. Each run looks at a tenth of the
-folders (by a hash of their value, an unpartitioned table being one folder, by a hash of its name; `turn`: the
-run's number), so every run does about the same share.
+the archive grows. Each run looks at a tenth of the folders (by a hash of their value, an unpartitioned table
+being one folder, by a hash of its name; `turn`: the run's number), so every run does about the same share.
 
 A compaction never breaks a version a reader may open: it removes the small files from the table's newest version
 only; they stay on disk for every earlier version (the runs recorded in `_runs` still name those), until
