@@ -16,7 +16,7 @@ from jobs.base.tables import ARCHIVE, HISTORY_TABLES, TABLES
 from jobs.config import RebuildConfig
 from jobs.engine.handoffs import CHUNKS, DERIVED, REPLAYED
 from jobs.engine.stages import StagingLayout
-from jobs.lake.runs import delta_table
+from jobs.lake.runs import delta_table, table_rows
 from jobs.lake.sink import TableSink
 from jobs.replay.chunk import foreign_records
 from jobs.replay.counts import total
@@ -104,11 +104,7 @@ def committed_rows(output: Location, tables: tuple[str, ...]) -> dict[str, int]:
     """Each of `tables`' rows at its newest version (the run's, while it holds the output), from the Delta log's
     file statistics: where a run's staged rows or the history state's counts do not tell (rows removed by
     --history-days)."""
-    found = {}
-    for table in tables:
-        adds = pa.table(delta_table(output.child(table)).get_add_actions(flatten=True))
-        found[table] = int(pc.sum(adds.column("num_records")).as_py() or 0)
-    return found
+    return {table: table_rows(delta_table(output.child(table))) for table in tables}
 
 
 def _archive_figures(layout: StagingLayout, sink: TableSink, archive: Archive, replayed: int) -> dict[str, Any]:

@@ -256,13 +256,13 @@ def view_statements(database: str, name: str, table: str, output: Location, vers
 def link_version_files(delta_table: Any, links: Path) -> int:
     """Hard link (or copy) the data files of `delta_table`'s version into `links`, a partition's files into
     `<column>_us=<epoch microseconds>/` (a date: `<column>_day=<days>/`); returns how many. Linking again is a no-op for files already there."""
-    import pyarrow as pa
+    from jobs.lake.runs import add_actions
 
     partitions = delta_table.metadata().partition_columns
     by_name: dict[str, dict[str, Any]] = {}
     if partitions:
         # The add actions carry the partition values (their paths are URL-encoded; file names are plain).
-        for action in pa.table(delta_table.get_add_actions(flatten=True)).to_pylist():
+        for action in add_actions(delta_table).to_pylist():
             by_name[action["path"].rsplit("/", 1)[-1]] = {c: action[f"partition.{c}"] for c in partitions}
     staging = links.with_name(links.name + ".partial")  # a half-linked folder is never read
     if links.is_dir():

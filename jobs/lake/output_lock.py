@@ -40,7 +40,7 @@ import pyarrow as pa
 from jobs.base.arrow import TIMESTAMP
 from jobs.base.errors import BadInput, LockLost
 from jobs.base.storage import Location, first_line, located, write_parquet
-from jobs.lake.runs import FENCE_KEY, LOCK_TABLE
+from jobs.lake.runs import FENCE_KEY, LOCK_TABLE, add_actions
 
 log = logging.getLogger("offsetlake")
 STAGING_DIR = "_offsetlake_staging"
@@ -273,7 +273,7 @@ class OutputLock:
             info = file.fs.get_file_info(file.path)
             adds = [AddAction(written, info.size, {}, int(time.time() * 1000), True, '{"numRecords":1}')]
         once = CommitProperties(custom_metadata={LOCK_KEY: self.run_id}, max_commit_retries=0)
-        replaced = [] if table is None else [a["path"] for a in pa.table(table.get_add_actions()).to_pylist()]
+        replaced = [] if table is None else add_actions(table, False).column("path").to_pylist()
         try:
             if table is None:
                 create_table_with_add_actions(self.table.delta_uri, Schema.from_arrow(_SCHEMA), adds, mode="error",

@@ -132,10 +132,24 @@ def delta_table(where: Location | str, version: int | None = None) -> Any:
     return DeltaTable(where.delta_uri, version=version, storage_options=where.storage_options)
 
 
+def add_actions(table: Any, flatten: bool = True) -> pa.Table:
+    """The add actions of `table` (a deltalake.DeltaTable) at its version, one row per data file (path, size_bytes,
+    num_records, partition.<column> when `flatten`). Read as a stream: pa.table() of delta-rs's table imports
+    pandas first, where nothing else of a run does."""
+    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=flatten)).read_all()
+
+
+def table_rows(table: Any) -> int:
+    """`table`'s rows at its version (a deltalake.DeltaTable), from its files' statistics: no data file read."""
+    import pyarrow.compute as pc
+
+    return int(pc.sum(add_actions(table).column("num_records")).as_py() or 0)
+
+
 def version_files(where: Location, table: Any) -> list[tuple[Location, dict[str, str]]]:
     """The data files of `table` (a deltalake.DeltaTable at `where`, at its version) with their partition values
     as strings (the add actions' paths are URL-encoded and relative to the table)."""
-    adds = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    adds = add_actions(table).to_pylist()
     return [(where.child(*unquote(a["path"]).split("/")),
              {k.removeprefix("partition."): str(v) for k, v in a.items() if k.startswith("partition.")})
             for a in adds]
@@ -379,7 +393,7 @@ def unreferenced_files(output: Location | str) -> list[str]:
     for path in table_folders(output):
         newest = delta_table(path).version()
         referenced = {unquote(file) for version in range(newest + 1)
-                      for file in pa.table(delta_table(path, version).get_add_actions()).column("path").to_pylist()}
+                      for file in add_actions(delta_table(path, version), False).column("path").to_pylist()}
         for file in path.files():
             name = relative_path(path, file)
             if not name.startswith("_delta_log/") and unquote(name) not in referenced:

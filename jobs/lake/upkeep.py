@@ -20,11 +20,10 @@ import zlib
 from typing import Any, Callable
 
 import numpy as np
-import pyarrow as pa
 
 from jobs.base.storage import Location
 from jobs.base.tables import partition_columns
-from jobs.lake.runs import commit_metadata, delta_table, fenced_commit, is_table
+from jobs.lake.runs import add_actions, commit_metadata, delta_table, fenced_commit, is_table
 
 log = logging.getLogger("offsetlake")
 TURNS = 10  # a folder is looked at by one run in this many
@@ -60,7 +59,7 @@ def upkeep(output: Location, run_id: str, tables: list[str], turn: int, guard: C
 def _crowded(table: Any, name: str, columns: list[str], turn: int) -> list[tuple[str, str, list[str]]] | None:
     """The partition filters that select the folders of `table` (named `name`) of this `turn` with SMALL_FILES
     small files ([] for an unpartitioned table's, on its turn), or None when there is none."""
-    adds = pa.table(table.get_add_actions(flatten=True))
+    adds = add_actions(table)
     small = np.asarray(adds.column("size_bytes").to_numpy(zero_copy_only=False)) < SMALL_FILE_BYTES
     if not columns:
         return [] if turn_of(name) == turn and small.sum() >= SMALL_FILES else None

@@ -164,11 +164,11 @@ def _version_frame(spark, table: str, delta_table):
     partition columns (not stored in the files) as the literal of each file's partition."""
     from functools import reduce
 
-    import pyarrow as pa
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
     from jobs.base.tables import contract_table
+    from jobs.lake.runs import add_actions
     from jobs.runtime.spark_types import spark_schema
 
     schema = spark_schema(contract_table(table))
@@ -180,7 +180,7 @@ def _version_frame(spark, table: str, delta_table):
         return spark.read.schema(schema).parquet(*files)
     stored = StructType([f for f in schema if f.name not in partitions])
     by_name: dict[str, tuple] = {}
-    for action in pa.table(delta_table.get_add_actions(flatten=True)).to_pylist():
+    for action in add_actions(delta_table).to_pylist():
         by_name[action["path"].rsplit("/", 1)[-1]] = tuple(action[f"partition.{c}"] for c in partitions)
     groups: dict[tuple, list[str]] = {}
     for uri in files:

@@ -390,13 +390,13 @@ def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days
 def _offset_commits_held(output: Path) -> dict[str, int]:
     """The rows, data files and commit_date folders of offset_commits' newest version under `output` (from the
     Delta log, no data file read)."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    from jobs.lake.runs import delta_table
+    from jobs.lake.runs import add_actions, delta_table, table_rows
 
-    adds = pa.table(delta_table(output / "offset_commits").get_add_actions(flatten=True))
-    return {"rows": int(pc.sum(adds.column("num_records")).as_py() or 0), "files": adds.num_rows,
+    table = delta_table(output / "offset_commits")
+    adds = add_actions(table)
+    return {"rows": table_rows(table), "files": adds.num_rows,
             "dates": len(pc.unique(adds.column("partition.commit_date")))}
 
 
