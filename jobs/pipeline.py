@@ -115,6 +115,7 @@ class _Rebuild:
     layout: StagingLayout
     sink: TableSink
     archive: Archive | None  # --archive: what the archive holds
+    newest_run: Snapshot  # the newest complete run's tables this run reads back (the archive, the end offsets)
     started_at: datetime
     started: float  # time.monotonic() at the start
     cutoff: HistoryCutoff | None = None  # --history-days, once as_of is known
@@ -136,8 +137,8 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: SparkSession | None) -> di
     topic_ids = read_topic_ids(cfg.topic_ids, dict(cfg.storage)) if cfg.topic_ids else {}
     runner = choose_runner(cfg.engine, cfg.workers, f"offsetlake rebuild {cfg.source}", spark)
     # Read once the lock's recovery has undone what an unfinished run appended.
-    newest_run = snapshot(cfg.output, [ARCHIVE]) if cfg.archive else None  # read back through one interface
-    archive = Archive.open(newest_run, exact=cfg.source.kind == "parquet") if newest_run is not None else None
+    newest_run = snapshot(cfg.output, [ARCHIVE, "end_offsets_history"])  # read back through one interface
+    archive = Archive.open(newest_run, exact=cfg.source.kind == "parquet") if cfg.archive else None
     resumed, whole_because = ReplayState.open(newest_run, cutoff_us(started_at, cfg.as_of), started_at, cfg.history,
                                               (cfg.status_window, cfg.rate_window_ms)) if archive is not None \
         else (None, None)
@@ -146,7 +147,7 @@ def _run(cfg: RebuildConfig, lock: OutputLock, spark: SparkSession | None) -> di
     layout = StagingLayout(cfg.output, lock.run_id, runner.groups(plan), earlier)
     runner.attach(layout)
     sink = TableSink(cfg.output, lock.run_id, runner.delta_engine(), cfg.snapshot, runner.spark, guard=lock.check)
-    rebuild = _Rebuild(cfg, lock, runner, layout, sink, archive, started_at, started)
+    rebuild = _Rebuild(cfg, lock, runner, layout, sink, archive, newest_run, started_at, started)
     try:
         plan, resumed, whole_because = _read_source(rebuild, plan, resumed, whole_because)
         moments, as_of = _moments(cfg, layout, resumed, started_at)
@@ -234,7 +235,7 @@ def _derive(rebuild: _Rebuild, as_of: datetime, topic_ids: dict[str, str], live_
     cfg, layout = rebuild.cfg, rebuild.layout
     named = layout.read(REPLAYED.group_rows, filter=pc.field("kind") == "topic_name")
     names = topic_names(named, layout.read(REPLAYED.offset_topics), topic_ids)
-    earlier = snapshot(cfg.output, ["end_offsets_history"])
+    earlier = rebuild.newest_run
     ends = _end_offsets(cfg, as_of, _previous_end_offsets(earlier), live_ends, layout, names, rebuild.cutoff)
     derive = _derive_settings(cfg, as_of, names, ends, live_ends is not None)
     rebuild.runner.by_partition(DERIVED.stage, DERIVE_READS, partial(_derive_kernel, settings=derive),
