@@ -4,8 +4,11 @@ source task), which would make every later run's commit, and every reader, open 
 the folders that hold SMALL_FILES files below SMALL_FILE_BYTES: a Delta commit per table (delta-rs's optimize)
 holding the same rows in fewer files. Only files below TARGET_FILE_BYTES are merged, into files of at most that:
 a big file (a whole replay's) is never rewritten, and what one compaction rewrites stays bounded however large
-the archive grows. Each run looks at a tenth of the folders (by a hash of their value, an unpartitioned table
-being one folder, by a hash of its name; `turn`: the run's number), so every run does about the same share.
+the archive grows. Each run looks at the folders of its turn, one in TURNS (`turn`: the run's number; a numbered
+folder's turn is its number's remainder, any other's a hash of its value, an unpartitioned table being one folder
+with a turn by its name), and compacts those that hold SMALL_FILES small files, fewer than a folder gains between
+two of its turns: as every folder of raw_records gains a file a run, every run compacts about the same share, a
+folder's files of the last TURNS runs, where a threshold met by all folders at once would leave one run all of them.
 
 A compaction never breaks a version a reader may open: it removes the small files from the table's newest version
 only; they stay on disk for every earlier version (the runs recorded in `_runs` still name those), until
@@ -26,16 +29,16 @@ from jobs.base.tables import partition_columns
 from jobs.lake.runs import add_actions, commit_metadata, delta_table, fenced_commit, is_table
 
 log = logging.getLogger("offsetlake")
-TURNS = 10  # a folder is looked at by one run in this many
+TURNS = 16  # a folder is looked at by one run in this many
 TARGET_FILE_BYTES = 1 << 20  # what a compaction writes (it merges the files below this: delta-rs's target size)
 SMALL_FILE_BYTES = TARGET_FILE_BYTES // 8  # a file below this is small (a run's share of a folder, at most)
-SMALL_FILES = 16  # a folder's small files past which it is compacted
+SMALL_FILES = TURNS // 2  # a folder's small files past which it is compacted on its turn
 
 
 def upkeep(output: Location, run_id: str, tables: list[str], turn: int, guard: Callable[[], None] | None = None
            ) -> dict[str, int]:
-    """Compact, in each of `tables` under `output`, the folders of this `turn` (the run's number: a tenth of the
-    folders; an unpartitioned table on one run in ten) that hold SMALL_FILES small files; returns per table the
+    """Compact, in each of `tables` under `output`, the folders of this `turn` (the run's number: one folder in
+    TURNS; an unpartitioned table on one run in TURNS) that hold SMALL_FILES small files; returns per table the
     files a compaction replaced. `guard`: the lock's check, which fences each commit (jobs.lake.runs.fenced_commit:
     a run that lost its output compacts nothing more)."""
     from deltalake.transaction import CommitProperties
@@ -73,5 +76,6 @@ def _crowded(table: Any, name: str, columns: list[str], turn: int) -> list[tuple
 
 
 def turn_of(folder: str) -> int:
-    """The turn of a folder (its partition value), or of an unpartitioned table (its name)."""
-    return zlib.crc32(folder.encode()) % TURNS
+    """The turn of a folder (its partition value), or of an unpartitioned table (its name): numbered folders (the
+    coordinator partitions of raw_records) take turns in order, so that each turn has as many."""
+    return int(folder) % TURNS if folder.isdigit() else zlib.crc32(folder.encode()) % TURNS

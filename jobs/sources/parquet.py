@@ -7,7 +7,7 @@ the footers, with pyarrow) and planned as tasks of row groups (`plan_dump`), whi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterator
 
 from jobs.base.errors import BadInput
@@ -81,15 +81,21 @@ def plan_dump(root: Location | str, cores: int, task_bytes: int) -> tuple[tuple,
     (compressed), as many as `cores` at least, each with as many records (a task's work is per record:
     compression varies with the keys)."""
     files = dump_files(located(root))
-    planned, names = plan_row_groups(files, cores, task_bytes)
+    planned, names = plan_row_groups(files, cores, task_bytes, SHARED_READ_BYTES)
     return planned, _bytes(files), tuple(c for c in COLUMNS if c in names)
 
 
-def plan_row_groups(files: list[tuple[Location, dict]], cores: int, task_bytes: int) -> tuple[tuple, set[str]]:
+def plan_row_groups(files: list[tuple[Location, dict]], cores: int, task_bytes: int, shared_below: int = 0
+                    ) -> tuple[tuple, set[str]]:
     """(tasks, the column names found): `files`' records spread over tasks as `plan_dump` does (the archive's
     files are planned so too: jobs.sources.archive). The records, in file and row-group order, are cut into
     tasks of the same count: a row group at a cut is read by both tasks, each keeping its rows of it (a small
-    dump of one large row group still keeps every core busy). A task is a tuple of `Rows`."""
+    dump of one large row group still keeps every core busy). A task is a tuple of `Rows`.
+
+    Records below `shared_below` bytes (a dump's: SHARED_READ_BYTES, a daily run's) are read whole by each of
+    `cores` tasks instead, each keeping its share of the partitions: raw_records (partitioned by partition) then
+    gains one file a folder a run, not one per task, and those small files are what later runs compact
+    (jobs.lake.upkeep)."""
     import math
 
     import pyarrow.parquet as pq
@@ -104,6 +110,12 @@ def plan_row_groups(files: list[tuple[Location, dict]], cores: int, task_bytes: 
         groups += [(path, i, max(_compressed(meta.row_group(i)), 1), meta.row_group(i).num_rows, values)
                    for i in range(meta.num_row_groups) if meta.row_group(i).num_rows]
     total = sum(size for _, _, size, _, _ in groups)
+    if 1 < cores and total < shared_below:
+        whole: dict[Location, Rows] = {}
+        for path, group, _, _, values in groups:
+            rows = whole.get(path)
+            whole[path] = Rows(path, (*rows.groups, group) if rows else (group,), values)
+        return tuple(tuple(replace(r, share=(i, cores)) for r in whole.values()) for i in range(cores)), names
     count = max(cores, math.ceil(total / task_bytes / cores) * cores)
     per_task = max(1, math.ceil(records / count))
     tasks: list[list[Rows]] = [[]]
@@ -136,6 +148,11 @@ class Rows:
     values: dict  # the values of the file's partition folders
     start: int = 0
     stop: int | None = None
+    share: tuple[int, int] | None = None  # (i, n): only the records of partitions p with p % n == i (null: i == 0)
+
+
+# A dump below this (compressed) is read whole by every task, each keeping its share of partitions (plan_row_groups).
+SHARED_READ_BYTES = 32 << 20
 
 
 def _compressed(group: Any) -> int:
@@ -151,7 +168,8 @@ def read_row_groups(task: Any, columns: list[str]) -> Iterator[Any]:
 
     from jobs.sources.tasks import task_error
 
-    for path, row_groups, values, start, stop in ((r.path, r.groups, r.values, r.start, r.stop) for r in task):
+    for path, row_groups, values, start, stop, share in ((r.path, r.groups, r.values, r.start, r.stop, r.share)
+                                                         for r in task):
         present = [c for c in columns if c not in values]
         try:
             dump = pq.ParquetFile(path.path, filesystem=path.fs)
@@ -175,7 +193,19 @@ def read_row_groups(task: Any, columns: list[str]) -> Iterator[Any]:
                 if name in columns:
                     table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()).cast(
                         pa.int64() if value is not None and re.fullmatch(r"-?\d+", value) else pa.string()))
-            yield table
+            yield table if share is None else table.filter(_in_share(table.column("partition"), *share))
+
+
+def _in_share(partition: Any, i: int, n: int) -> Any:
+    """Whether each record's partition is of share `i` of `n` (a record without one, or a partition that is not a
+    number, which the check refuses: of the first share)."""
+    import pyarrow as pa
+
+    from jobs.base.arrow import numbers
+
+    if not pa.types.is_integer(partition.type):
+        return pa.array([i == 0] * len(partition))
+    return pa.array(numbers(partition) % n == i)
 
 
 BATCH_ROWS = 1 << 16  # row groups smaller than this are read together (read_row_groups)
