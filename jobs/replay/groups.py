@@ -106,6 +106,7 @@ class GroupIdState:
     classic: GroupRecord | None = None  # the newest type-2 record, value or tombstone
     modern: dict[str, dict[bytes, GroupRecord]] = field(default_factory=dict)  # family -> key -> newest record
     violation: dict[str, str] = field(default_factory=dict)  # family -> reason (its newest group tombstone)
+    witnesses: dict[str, tuple[int, ...]] = field(default_factory=dict)  # family -> the records its reason names
     summary: dict[str, Any] | None = None  # after the previous group event
     event_timestamp_ms: int | None = None
     event_offset: int = -1  # of the previous group event
@@ -286,19 +287,23 @@ def classic_summary(record: GroupRecord) -> dict[str, Any]:
             "protocol": d["protocol"], "leader_id": d["leader"], "members": members}
 
 
-def _tombstone_violation(family: str, records: dict[bytes, GroupRecord]) -> str | None:
+def _tombstone_violation(family: str, records: dict[bytes, GroupRecord]) -> tuple[str | None, tuple[int, ...]]:
     """What a family's group tombstone left behind (Kafka's replay refuses it): live members, target
-    assignments or target assignment metadata, by the newest record of each key before it."""
-    remaining = set()
+    assignments or target assignment metadata, by the newest record of each key before it; with the offset of a
+    record of each kind that remained (`witnesses`: what a replay of fewer records must still see)."""
+    remaining: dict[str, int] = {}
     for r in records.values():
         role = ROLE.get(r.record_type)
-        if r.is_value and role in ("MemberMetadata", "TargetMember", "TargetAssignmentMetadata"):
-            remaining.add({"MemberMetadata": "members", "TargetMember": "target assignments",
-                           "TargetAssignmentMetadata": "its target assignment metadata"}[role])
+        if r.is_value and role in _REMAINING:
+            remaining.setdefault(_REMAINING[role], r.offset)
     if not remaining:
-        return None
+        return None, ()
     return (f"a {family} group tombstone while {' and '.join(sorted(remaining))} remained (Kafka's replay would fail); "
-            "the group was removed")
+            "the group was removed"), tuple(remaining.values())
+
+
+_REMAINING = {"MemberMetadata": "members", "TargetMember": "target assignments",
+              "TargetAssignmentMetadata": "its target assignment metadata"}
 
 
 class PartitionReplay:
@@ -315,6 +320,25 @@ class PartitionReplay:
         self.offsets = offsets or {}  # group id -> the sorted offsets of its offset records
         self.quiet_through = quiet_through
         self.last_events = last_events or {}
+        self.versions: dict[bytes, list[int]] = {}  # key -> the offsets of its records fed, in log order
+
+    def superseded(self) -> list[int]:
+        """The offsets of the records fed that a replay of the others alone would not miss: every record of a key
+        before the oldest one the state still holds (the newest per key, the classic group's record, each
+        identity's newest event, the records a tombstone's violation names). From that one on a key's records
+        stay, so that whatever a replay reads of a key at any of the records kept, it finds as before."""
+        held: set[int] = set()
+        for id_state in self.id_states.values():
+            held.update(id_state.identity.values())
+            held.update(o for witnesses in id_state.witnesses.values() for o in witnesses)
+            if id_state.classic is not None:
+                held.add(id_state.classic.offset)
+            held.update(r.offset for records in id_state.modern.values() for r in records.values())
+        gone: list[int] = []
+        for offsets in self.versions.values():
+            first = next(i for i, o in enumerate(offsets) if o in held)  # the newest is held: there is one
+            gone.extend(offsets[:first])
+        return gone
 
     def _id_state(self, group_id: str) -> GroupIdState:
         id_state = self.id_states.get(group_id)
@@ -329,6 +353,7 @@ class PartitionReplay:
 
     def feed(self, record: GroupRecord, group_id: str) -> None:
         id_state = self._id_state(group_id)
+        self.versions.setdefault(record.key, []).append(record.offset)
         family = FAMILY[record.record_type]
         role = ROLE.get(record.record_type)
         loud = self.record_events and record.offset > self.quiet_through
@@ -339,11 +364,12 @@ class PartitionReplay:
         else:
             records = id_state.modern.setdefault(family, {})
             if role == "GroupMetadata" and not record.is_value:
-                reason = _tombstone_violation(family, records)
+                reason, witnesses = _tombstone_violation(family, records)
                 if reason:
-                    id_state.violation[family] = reason
+                    id_state.violation[family], id_state.witnesses[family] = reason, witnesses
                 else:
                     id_state.violation.pop(family, None)
+                    id_state.witnesses.pop(family, None)
             records[record.key] = record
             if record.is_value or role == "GroupMetadata":
                 id_state.identity[(family, record.is_value)] = record.offset
@@ -528,13 +554,16 @@ def _epoch_ms(column: pa.ChunkedArray) -> list[int | None]:
 
 
 def replay_groups(records: pa.Table, events: bool = True, offset_records: pa.Table | None = None,
-                     quiet_through: dict[int, int] | None = None, last_events: pa.Table | None = None) -> pa.Table:
+                  quiet_through: dict[int, int] | None = None, last_events: pa.Table | None = None,
+                  superseded: list[tuple[int, int]] | None = None) -> pa.Table:
     """The replay of coordinator partitions' valid group records up to as_of (columns coordinator_partition,
     record_offset, record_timestamp, record_type, group_id, key, value), partition by partition, as GROUP_ROWS_SCHEMA
     rows. `offset_records`: the partitions' offset records (coordinator_partition, group_id, record_offset), which
     tell a group that held only offsets when its type-2 tombstone deletes it (a group event). A resumed run's
     events (`PartitionReplay`): per partition, the offset through which the previous run replayed its records
-    (`quiet_through`), and the groups' `last_event` rows that run left (`last_events`)."""
+    (`quiet_through`), and the groups' `last_event` rows that run left (`last_events`). `superseded`, when given,
+    gains the (partition, offset) of the records a replay of the others gives the same rows from
+    (`PartitionReplay.superseded`): a run that keeps its log drops them (jobs.replay.resume)."""
     columns: dict[str, list] = {name: [] for name in GROUP_ROWS_SCHEMA.names}
     records = records.sort_by([("coordinator_partition", "ascending"), ("record_offset", "ascending")])
     partitions = records.column("coordinator_partition").to_pylist()
@@ -554,6 +583,8 @@ def replay_groups(records: pa.Table, events: bool = True, offset_records: pa.Tab
                                  _last_events(last_events, partition) if events else None)
         for _, offset, ts, record_type, group_id, key, value in fed:
             replay.feed(GroupRecord(offset, ts, record_type, key, value), group_id)
+        if superseded is not None:
+            superseded.extend((partition, o) for o in replay.superseded())
         for group_id, kind, row in replay.results():
             columns["coordinator_partition"].append(partition)
             columns["group_id"].append(group_id)

@@ -32,7 +32,8 @@ from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, comm
 from jobs.replay.applied import applied_sequence
 from jobs.replay.offsets import offset_state
 from jobs.replay.reduction import fold_decided
-from jobs.replay.resume import history_state, keyed_state, replay_changed_groups, state_rows, unreplayed
+from jobs.replay.resume import (history_state, keyed_state, replay_changed_groups, state_rows, unreplayed,
+                                without_superseded)
 from jobs.replay.transactions import markers
 from offsets_codec import REGISTRY
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
@@ -118,14 +119,16 @@ def replay_partition(rows: pa.Table, settings: ReplaySettings, kept_groups: pa.T
     unfolded = rows if settings.keep_log else None
     if settings.keep_log:  # the fold of every record so far: the next run starts from it, and so does this replay
         rows = fold_decided(rows)
-        yield REPLAY_STATE, state_rows(rows)
     yield "counts", count_rows(rows, settings.as_of_us)
     failed = mask(pc.is_valid(rows.column("error")))
     if failed.any():
         yield "quarantine", contract.quarantine(rows.filter(pa.array(failed)))
     valid = _valid(rows, settings)
+    superseded: list[tuple[int, int]] = []  # the group records the state need not keep, as the group replay found
     if valid.any():
-        yield from _replay(rows, valid, settings, kept_groups, unfolded, tail)
+        yield from _replay(rows, valid, settings, kept_groups, unfolded, tail, superseded)
+    if settings.keep_log:
+        yield REPLAY_STATE, state_rows(without_superseded(rows, superseded))
 
 
 def _valid(rows: pa.Table, settings: ReplaySettings) -> np.ndarray:
@@ -151,10 +154,12 @@ def _offset_records(rows: pa.Table, valid: np.ndarray) -> pa.Table:
 
 
 def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_groups: pa.Table | None,
-            unfolded: pa.Table | None, tail: pa.Table | None) -> Iterator[tuple[str, pa.Table]]:
+            unfolded: pa.Table | None, tail: pa.Table | None, superseded: list[tuple[int, int]]
+            ) -> Iterator[tuple[str, pa.Table]]:
     """The replay of `rows`' `valid` records: each kind of record taken from `rows` once, to where it goes; the
     history's from `unfolded`, the rows before a run that keeps its log folded them (jobs.replay.resume): a resumed
-    run's history rows are those of the records its state keeps whole and of the new ones, whole."""
+    run's history rows are those of the records its state keeps whole and of the new ones, whole. `superseded`
+    gains the group records a run that keeps its log need not keep (jobs.replay.resume.replay_changed_groups)."""
     def of_types(types: Iterable[int]) -> pa.Table:
         return _of_types(rows, valid, types)
 
@@ -172,8 +177,10 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
     # of its key the same replay placed (the state's are folded apart from the new ones).
     placed = history_records.select(["coordinator_partition", "group_id", "record_offset"])
     if settings.keep_log:  # kept for the next run, which replays only the groups with new records again
-        group_rows, kept = replay_changed_groups(group_records, kept_groups, settings.history,
-                                                 placed if settings.history else None, settings.replayed_through)
+        group_rows, kept, dropped = replay_changed_groups(group_records, kept_groups, settings.history,
+                                                          placed if settings.history else None,
+                                                          settings.replayed_through)
+        superseded.extend(dropped)
         yield FOLD_STATE, kept
     else:
         group_rows = replay_groups(group_records, settings.history, placed)

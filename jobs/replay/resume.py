@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import TIMESTAMP, mask, numbers, run_starts
+from jobs.base.arrow import TIMESTAMP, mask, micros, numbers, run_starts
 from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, conform
 from jobs.replay.chunk import LOG_SCHEMA
 from jobs.replay.counts import moments
@@ -89,9 +89,11 @@ def unreplayed(rows: pa.Table, through: dict[int, int] | None) -> np.ndarray:
 
 
 def newest_folded(state: pa.Table) -> datetime | None:
-    """The newest record a folded row of `state` (newest_timestamp, reduced) stands for: no as_of before it can be
-    replayed from the state."""
-    folded = state.filter(pc.fill_null(state.column("reduced"), False))
+    """The newest record a folded row of `state` (newest_timestamp, reduced) stands for, or a group record kept for
+    the older ones of its key (`records` > 1, `without_superseded`): no as_of before it can be replayed from the
+    state."""
+    folded = state.filter(pc.or_(pc.fill_null(state.column("reduced"), False),
+                                 pc.greater(pc.fill_null(state.column("records"), 1), 1)))
     return pc.max(folded.column("newest_timestamp")).as_py() if folded.num_rows else None
 
 
@@ -182,19 +184,68 @@ def history_counts(state: pa.Table) -> dict[str, int]:
 
 def replay_changed_groups(group_records: pa.Table, earlier: pa.Table | None, events: bool,
                           placed: pa.Table | None, replayed_through: dict[int, int] | None
-                          ) -> tuple[pa.Table, pa.Table]:
-    """(the group replay's rows, FOLD_STATE rows for the next run) of coordinator partitions' group records, for a
-    run that keeps its log: the groups whose records are those of the `earlier` run's FOLD_STATE rows (or None)
-    keep their rows; the others are replayed again (jobs.replay.groups.replay_groups, with `events`, `placed`
-    and `replayed_through`, from each group's last event the earlier run left)."""
+                          ) -> tuple[pa.Table, pa.Table, list[tuple[int, int]]]:
+    """(the group replay's rows, FOLD_STATE rows for the next run, the records it need not keep) of coordinator
+    partitions' group records, for a run that keeps its log: the groups whose records are those of the `earlier`
+    run's FOLD_STATE rows (or None) keep their rows; the others are replayed again (jobs.replay.groups.replay_groups,
+    with `events`, `placed` and `replayed_through`, from each group's last event the earlier run left), which
+    names the records superseded (`without_superseded`: the state keeps the others, and each group's fingerprint is
+    theirs, as the next run will find them)."""
     prints = fingerprints(group_records)
     reused = reusable(earlier, prints) if earlier is not None else GROUP_ROWS_SCHEMA.empty_table()
     again = pc.invert(pc.is_in(group_records.column("group_id"), value_set=pc.unique(reused.column("group_id"))))
     last_events = of_kind(earlier, "last_event") if earlier is not None and events else None
-    rows = pa.concat_tables([replay_groups(group_records.filter(again), events, placed, replayed_through, last_events),
+    superseded: list[tuple[int, int]] = []
+    rows = pa.concat_tables([replay_groups(group_records.filter(again), events, placed, replayed_through, last_events,
+                                           superseded),
                              reused.select(GROUP_ROWS_SCHEMA.names).cast(GROUP_ROWS_SCHEMA)])
     kept = rows.filter(pc.not_equal(rows.column("kind"), "event"))  # events are the history's, never state
-    return rows, group_state_rows(kept, prints)
+    if superseded:
+        prints = fingerprints(group_records.filter(pa.array(~_at(group_records, superseded))))
+    return rows, group_state_rows(kept, prints), superseded
+
+
+def without_superseded(rows: pa.Table, superseded: list[tuple[int, int]]) -> pa.Table:
+    """`rows` (a partition's, folded) less the group records at `superseded` (coordinator partition, offset), each
+    counted instead by the newest row of its key, which a newer record of the key that the state keeps is
+    (jobs.replay.groups.PartitionReplay.superseded): `records` and `newest_timestamp` stand for them, so the
+    counts stay and no as_of before them is replayed from the state (`newest_folded`)."""
+    if not superseded:
+        return rows
+    gone = _at(rows, superseded)
+    partition = numbers(rows.column("coordinator_partition"), -1)
+    keys = pc.dictionary_encode(rows.column("key")).combine_chunks()
+    key = partition * (len(keys.dictionary) + 1) + numbers(keys.indices, -1)
+    offset = numbers(rows.column("record_offset"), -1)
+    held = np.flatnonzero(~gone)
+    held = held[np.lexsort((offset[held], key[held]))]
+    newest = np.append(key[held][1:] != key[held][:-1], True)  # the last row of each key: its newest
+    targets, target_keys = held[newest], key[held][newest]
+    dropped = np.flatnonzero(gone)
+    to = targets[np.searchsorted(target_keys, key[dropped])]
+    records = numbers(rows.column("records")).copy()
+    np.add.at(records, to, records[dropped])
+    stamp = rows.column("newest_timestamp")
+    known = mask(pc.is_valid(stamp))
+    us = np.where(known, micros(stamp), np.iinfo(np.int64).min)
+    np.maximum.at(us, to, us[dropped])
+    rows = rows.set_column(rows.column_names.index("records"), "records", pa.array(records))
+    rows = rows.set_column(rows.column_names.index("newest_timestamp"), "newest_timestamp",
+                           pa.array(us, mask=us == np.iinfo(np.int64).min).cast(TIMESTAMP))
+    return rows.filter(pa.array(~gone))
+
+
+def _at(rows: pa.Table, places: list[tuple[int, int]]) -> np.ndarray:
+    """Per row of `rows`: its (coordinator_partition, record_offset) is one of `places`."""
+    found = np.zeros(rows.num_rows, bool)
+    partition, offset = numbers(rows.column("coordinator_partition"), -1), numbers(rows.column("record_offset"), -1)
+    by_partition: dict[int, list[int]] = {}
+    for p, o in places:
+        by_partition.setdefault(p, []).append(o)
+    for p, offsets in by_partition.items():
+        here = partition == p
+        found[here] = np.isin(offset[here], offsets)
+    return found
 
 
 def group_state_rows(rows: pa.Table, prints: pa.Table) -> pa.Table:

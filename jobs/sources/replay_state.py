@@ -108,7 +108,7 @@ class ReplayState:
             if found is not None and (windows[0] > found[0] or windows[1] > found[1]):
                 return whole("the status or rate window is wider than the previous run kept")
         table = earlier.open(REPLAY_STATE, version)
-        found = table.to_pyarrow_table(columns=["newest_timestamp", "reduced", "coordinator_partition",
+        found = table.to_pyarrow_table(columns=["newest_timestamp", "reduced", "records", "coordinator_partition",
                                                 "record_offset", "producer_id", "topic", "record_timestamp", "error"])
         newest = newest_folded(found)
         if newest is not None and pa.scalar(newest, TIMESTAMP).value > cutoff_us:
