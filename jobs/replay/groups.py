@@ -306,6 +306,20 @@ _REMAINING = {"MemberMetadata": "members", "TargetMember": "target assignments",
               "TargetAssignmentMetadata": "its target assignment metadata"}
 
 
+_MEMBER_ROLES = ("MemberMetadata", "CurrentAssignment", "TargetMember")
+
+
+def _members_left(records: dict[bytes, GroupRecord], alone: set[bytes]) -> list[int]:
+    """The offsets of the member records of a family's `records` (newest per key) whose member left: each of its
+    keys holds a tombstone, the only record kept of that key (`alone`)."""
+    members: dict[str, list[GroupRecord]] = {}
+    for key, r in records.items():
+        if ROLE.get(r.record_type) in _MEMBER_ROLES:
+            members.setdefault(r.modern()["member_id"], []).append(r)
+    return [r.offset for kept in members.values() if all(not r.is_value and r.key in alone for r in kept)
+            for r in kept]
+
+
 class PartitionReplay:
     """The group state of one coordinator partition, fed its group records in log order. A run that resumes
     (jobs.replay.resume) feeds a group's records the previous run replayed (at or below `quiet_through`) without
@@ -326,7 +340,9 @@ class PartitionReplay:
         """The offsets of the records fed that a replay of the others alone would not miss: every record of a key
         before the oldest one the state still holds (the newest per key, the classic group's record, each
         identity's newest event, the records a tombstone's violation names). From that one on a key's records
-        stay, so that whatever a replay reads of a key at any of the records kept, it finds as before."""
+        stay, so that whatever a replay reads of a key at any of the records kept, it finds as before. And the
+        tombstones of a member that left, when they are all that is kept of it: a member with no value is no
+        member, and no tombstone of a member is an identity event or names a violation."""
         held: set[int] = set()
         for id_state in self.id_states.values():
             held.update(id_state.identity.values())
@@ -335,9 +351,16 @@ class PartitionReplay:
                 held.add(id_state.classic.offset)
             held.update(r.offset for records in id_state.modern.values() for r in records.values())
         gone: list[int] = []
-        for offsets in self.versions.values():
+        alone: set[bytes] = set()  # keys of which only the newest record stays
+        for key, offsets in self.versions.items():
             first = next(i for i, o in enumerate(offsets) if o in held)  # the newest is held: there is one
             gone.extend(offsets[:first])
+            if first == len(offsets) - 1:
+                alone.add(key)
+        for id_state in self.id_states.values():
+            if id_state.identity:  # its identity's records stay: the group's id is still seen
+                for records in id_state.modern.values():
+                    gone.extend(_members_left(records, alone))
         return gone
 
     def _id_state(self, group_id: str) -> GroupIdState:

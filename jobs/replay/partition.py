@@ -32,8 +32,8 @@ from jobs.replay.history import (COMMIT_WINDOW_SCHEMA, CONSUME_RATE_SCHEMA, comm
 from jobs.replay.applied import applied_sequence
 from jobs.replay.offsets import offset_state
 from jobs.replay.reduction import fold_decided
-from jobs.replay.resume import (history_state, keyed_state, replay_changed_groups, state_rows, unreplayed,
-                                without_superseded)
+from jobs.replay.resume import (COUNTED_BY, history_state, keyed_state, replay_changed_groups, state_rows,
+                                unreplayed, without_superseded)
 from jobs.replay.transactions import markers
 from offsets_codec import REGISTRY
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
@@ -124,11 +124,12 @@ def replay_partition(rows: pa.Table, settings: ReplaySettings, kept_groups: pa.T
     if failed.any():
         yield "quarantine", contract.quarantine(rows.filter(pa.array(failed)))
     valid = _valid(rows, settings)
-    superseded: list[tuple[int, int]] = []  # the group records the state need not keep, as the group replay found
+    superseded: list[pa.Table] = []  # the group records the state need not keep, as the group replay found
     if valid.any():
         yield from _replay(rows, valid, settings, kept_groups, unfolded, tail, superseded)
     if settings.keep_log:
-        yield REPLAY_STATE, state_rows(without_superseded(rows, superseded))
+        yield REPLAY_STATE, state_rows(without_superseded(rows, pa.concat_tables([COUNTED_BY.empty_table(),
+                                                                                  *superseded])))
 
 
 def _valid(rows: pa.Table, settings: ReplaySettings) -> np.ndarray:
@@ -154,7 +155,7 @@ def _offset_records(rows: pa.Table, valid: np.ndarray) -> pa.Table:
 
 
 def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_groups: pa.Table | None,
-            unfolded: pa.Table | None, tail: pa.Table | None, superseded: list[tuple[int, int]]
+            unfolded: pa.Table | None, tail: pa.Table | None, superseded: list[pa.Table]
             ) -> Iterator[tuple[str, pa.Table]]:
     """The replay of `rows`' `valid` records: each kind of record taken from `rows` once, to where it goes; the
     history's from `unfolded`, the rows before a run that keeps its log folded them (jobs.replay.resume): a resumed
@@ -180,7 +181,7 @@ def _replay(rows: pa.Table, valid: np.ndarray, settings: ReplaySettings, kept_gr
         group_rows, kept, dropped = replay_changed_groups(group_records, kept_groups, settings.history,
                                                           placed if settings.history else None,
                                                           settings.replayed_through)
-        superseded.extend(dropped)
+        superseded.append(dropped)
         yield FOLD_STATE, kept
     else:
         group_rows = replay_groups(group_records, settings.history, placed)

@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import TIMESTAMP, mask, micros
-from jobs.replay.transactions import decided
+from jobs.base.arrow import TIMESTAMP, mask, micros, numbers
+from jobs.replay.transactions import decided, transactional
 from offsets_codec.registry import OFFSET_COMMIT_TYPES
 from offsets_codec.segments import NO_PRODUCER_ID as NO_PRODUCER
 
@@ -122,13 +122,17 @@ def fold_decided(rows: pa.Table) -> pa.Table:
     """One coordinator partition's rows `combine`d, with the transactions decided before the cutoff folded in the
     same fold, for a run that keeps its reduced log (jobs.replay.resume): the committed transactional commits and
     the markers that decide nothing left whole (jobs.replay.transactions.decided) are folded like plain commits
-    (`reduced`: decided)."""
+    (`reduced`: decided); the aborted commits, which never apply, are counted by a folded transactional commit of
+    their type (`_aborted_counted`), and where there is none, kept whole with their markers."""
     ok = mask(pc.is_null(rows.column("error"))) & ~mask(rows.column("after_as_of"))
-    committed, deciding, idle = decided(rows, ok)
+    committed, deciding, idle, aborted, aborting = decided(rows, ok)
     if idle is None:
         return _fold_where(rows, _foldable(rows))
     reduced = mask(rows.column("reduced")).copy()
     reduced[committed] = True
+    counted = _counters(rows, reduced, aborted)
+    idle[aborting[~counted]] = False  # an aborted commit kept whole keeps the marker that tells its fate
+    aborted = aborted[counted]
     reduced |= idle
     # A folded commit stands for its marker too: no as_of before the marker is replayed from it.
     stamp = micros(rows.column("newest_timestamp")).copy()
@@ -139,4 +143,42 @@ def fold_decided(rows: pa.Table) -> pa.Table:
                            pa.array(stamp, mask=~known).cast(TIMESTAMP))
     folded = _foldable(rows) | reduced
     rows = rows.set_column(rows.column_names.index("reduced"), "reduced", pa.array(reduced))
-    return _fold_where(rows, folded)
+    if not len(aborted):
+        return _fold_where(rows, folded)
+    kept = np.ones(rows.num_rows, bool)
+    kept[aborted] = False
+    return _aborted_counted(_fold_where(rows.filter(pa.array(kept)), folded[kept]), rows.take(pa.array(aborted)))
+
+
+def _folded_commits(rows: pa.Table, reduced: np.ndarray) -> np.ndarray:
+    """Per row: a checked transactional commit folded (`reduced`), which counts what it stands for."""
+    return reduced & transactional(rows) & mask(pc.is_null(rows.column("error")))
+
+
+def _counters(rows: pa.Table, reduced: np.ndarray, aborted: np.ndarray) -> np.ndarray:
+    """Per aborted commit (rows `aborted`): a commit of its record type is folded (`reduced`), so its fold can count
+    it (`_aborted_counted`)."""
+    types = numbers(rows.column("record_type"), -1)
+    return np.isin(types[aborted], types[_folded_commits(rows, reduced)])
+
+
+def _aborted_counted(rows: pa.Table, aborted: pa.Table) -> pa.Table:
+    """`rows` (folded), the `aborted` commits it no longer holds counted by a folded transactional commit of their
+    record type: its `records` and `newest_timestamp` stand for them too (the counts stay; no as_of before them is
+    replayed from the state)."""
+    types = numbers(rows.column("record_type"), -1)
+    counters = _folded_commits(rows, mask(rows.column("reduced")))
+    records = numbers(rows.column("records")).copy()
+    stamp = rows.column("newest_timestamp")
+    known = mask(pc.is_valid(stamp))
+    us = np.where(known, micros(stamp), np.iinfo(np.int64).min)
+    gone_types, gone_records = numbers(aborted.column("record_type"), -1), numbers(aborted.column("records"))
+    gone_us = np.where(mask(pc.is_valid(aborted.column("newest_timestamp"))), micros(aborted.column("newest_timestamp")),
+                       np.iinfo(np.int64).min)
+    for t in np.unique(gone_types):
+        to = np.flatnonzero(counters & (types == t))[0]  # `_counters`: there is one
+        records[to] += gone_records[gone_types == t].sum()
+        us[to] = max(us[to], gone_us[gone_types == t].max())
+    rows = rows.set_column(rows.column_names.index("records"), "records", pa.array(records))
+    return rows.set_column(rows.column_names.index("newest_timestamp"), "newest_timestamp",
+                           pa.array(us, mask=us == np.iinfo(np.int64).min).cast(TIMESTAMP))

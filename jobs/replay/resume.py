@@ -184,8 +184,9 @@ def history_counts(state: pa.Table) -> dict[str, int]:
 
 def replay_changed_groups(group_records: pa.Table, earlier: pa.Table | None, events: bool,
                           placed: pa.Table | None, replayed_through: dict[int, int] | None
-                          ) -> tuple[pa.Table, pa.Table, list[tuple[int, int]]]:
-    """(the group replay's rows, FOLD_STATE rows for the next run, the records it need not keep) of coordinator
+                          ) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """(the group replay's rows, FOLD_STATE rows for the next run, the records it need not keep and what counts them:
+    `counted_elsewhere`) of coordinator
     partitions' group records, for a run that keeps its log: the groups whose records are those of the `earlier`
     run's FOLD_STATE rows (or None) keep their rows; the others are replayed again (jobs.replay.groups.replay_groups,
     with `events`, `placed` and `replayed_through`, from each group's last event the earlier run left), which
@@ -200,34 +201,62 @@ def replay_changed_groups(group_records: pa.Table, earlier: pa.Table | None, eve
                                            superseded),
                              reused.select(GROUP_ROWS_SCHEMA.names).cast(GROUP_ROWS_SCHEMA)])
     kept = rows.filter(pc.not_equal(rows.column("kind"), "event"))  # events are the history's, never state
-    if superseded:
-        prints = fingerprints(group_records.filter(pa.array(~_at(group_records, superseded))))
-    return rows, group_state_rows(kept, prints), superseded
+    counted = counted_elsewhere(group_records, superseded)
+    if counted.num_rows:
+        prints = fingerprints(group_records.filter(pa.array(~_at(group_records, list(zip(
+            counted.column("coordinator_partition").to_pylist(), counted.column("record_offset").to_pylist()))))))
+    return rows, group_state_rows(kept, prints), counted
 
 
-def without_superseded(rows: pa.Table, superseded: list[tuple[int, int]]) -> pa.Table:
-    """`rows` (a partition's, folded) less the group records at `superseded` (coordinator partition, offset), each
-    counted instead by the newest row of its key, which a newer record of the key that the state keeps is
-    (jobs.replay.groups.PartitionReplay.superseded): `records` and `newest_timestamp` stand for them, so the
-    counts stay and no as_of before them is replayed from the state (`newest_folded`)."""
+def counted_elsewhere(group_records: pa.Table, superseded: list[tuple[int, int]]) -> pa.Table:
+    """Of the group records at `superseded` (coordinator partition, offset), those another record the state keeps
+    can count (COUNTED_BY rows: partition, offset, the counter's offset): its key's newest record kept, else (a
+    member that left) the newest kept record of its type in its partition, so the counts by type stay. A record
+    with neither stays."""
     if not superseded:
+        return COUNTED_BY.empty_table()
+    gone = _at(group_records, superseded)
+    partition = numbers(group_records.column("coordinator_partition"), -1)
+    offset = numbers(group_records.column("record_offset"), -1)
+    keys = pc.dictionary_encode(group_records.column("key")).combine_chunks()
+    counter = np.full(group_records.num_rows, -1)
+    for of in (numbers(keys.indices, -1) * 2, numbers(group_records.column("record_type"), -1) * 2 + 1):
+        place = partition * (int(of.max(initial=0)) + 2) + of  # a key, or a type, within its partition
+        held = np.flatnonzero(~gone)
+        if not len(held):
+            break
+        held = held[np.lexsort((offset[held], place[held]))]
+        newest = np.append(place[held][1:] != place[held][:-1], True)  # the last row of each: its newest
+        places, rows = place[held][newest], held[newest]
+        at = np.minimum(np.searchsorted(places, place), len(places) - 1)
+        found = gone & (counter < 0) & (places[at] == place)
+        counter[found] = offset[rows[at[found]]]
+    dropped = np.flatnonzero(counter >= 0)
+    return pa.table([pa.array(partition[dropped], pa.int32()), pa.array(offset[dropped]),
+                     pa.array(counter[dropped])], schema=COUNTED_BY)
+
+
+COUNTED_BY = pa.schema([("coordinator_partition", pa.int32()), ("record_offset", pa.int64()),
+                        ("counted_by", pa.int64())])
+
+
+def without_superseded(rows: pa.Table, counted: pa.Table) -> pa.Table:
+    """`rows` (a partition's, folded) less the group records `counted` by others (`counted_elsewhere`): the
+    counter's `records` and `newest_timestamp` stand for them too, so the counts stay and no as_of before them is
+    replayed from the state (`newest_folded`)."""
+    if not counted.num_rows:
         return rows
-    gone = _at(rows, superseded)
-    partition = numbers(rows.column("coordinator_partition"), -1)
-    keys = pc.dictionary_encode(rows.column("key")).combine_chunks()
-    key = partition * (len(keys.dictionary) + 1) + numbers(keys.indices, -1)
-    offset = numbers(rows.column("record_offset"), -1)
-    held = np.flatnonzero(~gone)
-    held = held[np.lexsort((offset[held], key[held]))]
-    newest = np.append(key[held][1:] != key[held][:-1], True)  # the last row of each key: its newest
-    targets, target_keys = held[newest], key[held][newest]
-    dropped = np.flatnonzero(gone)
-    to = targets[np.searchsorted(target_keys, key[dropped])]
+    pairs = list(zip(counted.column("coordinator_partition").to_pylist(), counted.column("record_offset").to_pylist()))
+    gone = _at(rows, pairs)
+    index = {place: i for i, place in enumerate(zip(numbers(rows.column("coordinator_partition"), -1).tolist(),
+                                                    numbers(rows.column("record_offset"), -1).tolist()))}
+    dropped = np.array([index[p] for p in pairs])
+    to = np.array([index[(p, o)] for p, o in zip(counted.column("coordinator_partition").to_pylist(),
+                                                  counted.column("counted_by").to_pylist())])
     records = numbers(rows.column("records")).copy()
     np.add.at(records, to, records[dropped])
     stamp = rows.column("newest_timestamp")
-    known = mask(pc.is_valid(stamp))
-    us = np.where(known, micros(stamp), np.iinfo(np.int64).min)
+    us = np.where(mask(pc.is_valid(stamp)), micros(stamp), np.iinfo(np.int64).min)
     np.maximum.at(us, to, us[dropped])
     rows = rows.set_column(rows.column_names.index("records"), "records", pa.array(records))
     rows = rows.set_column(rows.column_names.index("newest_timestamp"), "newest_timestamp",

@@ -118,21 +118,24 @@ def fates(offset_records: pa.Table, found: pa.Table) -> tuple[np.ndarray, np.nda
     return effective, still_open, position
 
 
-def decided(rows: pa.Table, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def decided(rows: pa.Table, ok: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
     """What a fold may take of one coordinator partition's reduced rows (`ok`: checked and up to the cutoff), for a
     run that keeps its reduced log (jobs.replay.reduction.fold_decided): (the rows of the transactional commits
     decided COMMIT, with the rows of their markers: such a commit applies at its own offset like a plain one, so
-    it folds like one; per row, a marker that decides nothing left whole, None when nothing is decided). An
-    aborted commit stays whole with the marker that decides it, as does a commit whose marker has not come or
-    lies after the cutoff. The other markers are folded too (one row per fate, counted), at a place their
-    producer had a marker, so none comes between a commit and its marker. Right while no record comes later at
-    an offset among these (jobs.pipeline then replays the archive)."""
+    it folds like one; per row, a marker that decides nothing left whole, None when nothing is decided; the rows
+    of the commits decided ABORT, which never apply, with the rows of their markers: the fold counts those commits
+    elsewhere, and their markers then decide nothing either, unless it keeps them). A commit whose marker has not come or lies after the cutoff stays whole, with that marker.
+    The other markers are folded too (one row per fate, counted), at a place their producer had a marker, so none
+    comes between a commit and its marker. Right while no record comes later at an offset among these
+    (jobs.pipeline then replays the archive)."""
     checked = mask(pc.is_null(rows.column("error")))
     offset_commit = mask(pc.is_in(rows.column("record_type"), value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
     commits = np.flatnonzero(whole_commits(rows) & offset_commit & checked)
     marker_rows = np.flatnonzero(is_marker(rows))
     if not len(commits) or not len(marker_rows):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), None
+        none = np.zeros(0, np.int64)
+        return none, none, None, none, none
     found = markers(rows)  # marker_rows' markers
     at = next_marker_rows(rows.select(["coordinator_partition", "record_offset", "producer_id"])
                           .take(pa.array(commits)), found)
@@ -140,11 +143,12 @@ def decided(rows: pa.Table, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     settled = (deciding >= 0) & ok[commits] & ok[np.maximum(deciding, 0)]
     fate = np.asarray(found.column("fate").to_numpy(zero_copy_only=False), dtype=object)[np.maximum(at, 0)]
     committed = settled & (fate == "COMMIT")
+    aborted = settled & (fate == "ABORT")
     idle = np.zeros(rows.num_rows, bool)
     partition = numbers(rows.column("coordinator_partition"), -1)  # a partition without commits keeps its markers
     idle[marker_rows] = ok[marker_rows] & np.isin(partition[marker_rows], partition[commits])
-    idle[deciding[(deciding >= 0) & ~committed]] = False  # a marker a whole commit waits for
-    return commits[committed], deciding[committed], idle
+    idle[deciding[(deciding >= 0) & ~committed & ~aborted]] = False  # a marker a whole commit waits for
+    return commits[committed], deciding[committed], idle, commits[aborted], deciding[aborted]
 
 
 def folded_transactions(state: pa.Table) -> dict[int, int]:

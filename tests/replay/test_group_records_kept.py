@@ -35,6 +35,10 @@ def _record(log: OffsetsLog, kind: str, group: str, who: str, at: int, i: int) -
     elif kind in ("target_epoch", "target_delete"):
         log.record("ConsumerGroupTargetAssignmentMetadata", {"GroupId": group},
                    None if kind == "target_delete" else {"AssignmentEpoch": i}, at)
+    elif kind in ("current", "uncurrent"):
+        log.record("ConsumerGroupCurrentMemberAssignment", {"GroupId": group, "MemberId": who}, None
+                   if kind == "uncurrent" else {"MemberEpoch": i, "PreviousMemberEpoch": i - 1, "State": 0,
+                                                "AssignedPartitions": [], "PartitionsPendingRevocation": []}, at)
     elif kind in ("share", "share_delete"):
         log.record("ShareGroupMetadata", {"GroupId": group},
                    None if kind == "share_delete" else {"Epoch": i, "MetadataHash": 0}, at)
@@ -60,10 +64,10 @@ def _kept(group_records: pa.Table) -> tuple[pa.Table, int]:
 
 
 KINDS = ["classic", "classic_delete", "member", "leave", "epoch", "delete", "target", "untarget", "target_epoch",
-         "target_delete", "share", "share_delete"]
+         "target_delete", "current", "uncurrent", "share", "share_delete"]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(operations=st.lists(st.tuples(st.sampled_from(KINDS), st.sampled_from(["g", "h"]), st.sampled_from(["a", "b"])),
                            min_size=1, max_size=40))
 def test_the_records_kept_replay_to_the_rows_of_them_all(operations):
@@ -93,6 +97,16 @@ def test_the_newest_event_of_a_family_stays_when_a_newer_record_of_its_key_is_no
     group_records = _group_records(log)
     kept, dropped = _kept(group_records)
     assert dropped == 0 and _rows(kept) == _rows(group_records)
+
+
+def test_a_member_that_left_is_forgotten_once_its_group_has_other_records():
+    log = OffsetsLog()
+    for i, kind in enumerate(["epoch", "member", "current", "uncurrent", "leave", "epoch"]):
+        _record(log, kind, "g", "a", T0 + i * MINUTE, i)
+    group_records = _group_records(log)
+    kept, _ = _kept(group_records)
+    assert kept.column("record_type").to_pylist() == [3]  # the group's newest epoch alone
+    assert _rows(kept) == _rows(group_records)
 
 
 def test_a_group_tombstone_still_sees_the_records_before_it():

@@ -140,8 +140,8 @@ def _kept(raw: pa.Table, as_of_minutes: int) -> tuple[pa.Table, pa.Table]:
 
 def test_a_kept_log_folds_the_transactions_it_has_decided():
     """Producer 7 commits three times to one key and commits; 8 aborts; 9 is still open. The kept log holds one
-    row for 7's commits (standing for three), 8's commit and its ABORT marker whole, 9's commit whole, and 7's
-    COMMIT marker folded (it decides nothing left)."""
+    row for 7's commits, which also counts 8's aborted commit (it never applies), 9's commit whole, and the COMMIT
+    and ABORT markers folded (they decide nothing left): the counts are those of the whole log."""
     log = OffsetsLog()
     for i in range(3):
         log.commit("g", "a", 0, 10 + i, LOG_T0 + i * MINUTE, producer_id=7)
@@ -152,8 +152,10 @@ def test_a_kept_log_folds_the_transactions_it_has_decided():
     state = _state(log.table(), 10)
     rows = sorted((r["record_offset"], r["producer_id"], r["transaction_marker"], r["reduced"], r["records"])
                   for r in state.to_pylist())
-    assert rows == [(2, 7, None, True, 3), (3, 7, "COMMIT", True, 1), (4, 8, None, False, 1),
-                    (5, 8, "ABORT", False, 1), (6, 9, None, False, 1)]
+    assert rows == [(2, 7, None, True, 4), (3, 7, "COMMIT", True, 1), (5, 8, "ABORT", True, 1),
+                    (6, 9, None, False, 1)]
+    assert _replayed(from_state(state, (LOG_T0 + 10 * MINUTE) * 1000)["log"], 10)["counts"] == \
+        _replayed(_whole(log.table(), 10), 10)["counts"]
     assert _replayed(from_state(state, (LOG_T0 + 10 * MINUTE) * 1000)["log"], 10)["committed_offsets"] == \
         _replayed(_whole(log.table(), 10), 10)["committed_offsets"]
 
@@ -228,3 +230,28 @@ def test_a_fingerprint_is_the_set_of_records():
 
     assert of([1, 5, 9]) == of([9, 1, 5])
     assert len({of([1, 5, 9]), of([1, 5, 9, 12]), of([1, 5, 10]), of([2, 4, 9])}) == 4
+
+
+def test_the_group_records_a_kept_log_no_longer_holds_are_still_counted():
+    """A consumer group's epoch rewritten, a member that stays and one that joined and left: the kept log holds the
+    newest epoch and the member that stays, which count the others (the newest epoch its key's, the member the
+    records of its type), so its counts by record type and its newest moments are those of the whole log."""
+    def joined(member_id: str, minute: int) -> None:
+        log.record("ConsumerGroupMemberMetadata", {"GroupId": "g", "MemberId": member_id}, {
+            "InstanceId": None, "RackId": None, "ClientId": "c", "ClientHost": "/10.0.0.7",
+            "SubscribedTopicNames": ["a"], "SubscribedTopicRegex": None, "RebalanceTimeoutMs": 30_000,
+            "ServerAssignor": "uniform", "ClassicMemberMetadata": None}, LOG_T0 + minute * MINUTE)
+
+    log = OffsetsLog()
+    for i in range(4):
+        log.record("ConsumerGroupMetadata", {"GroupId": "g"}, {"Epoch": i, "MetadataHash": 0}, LOG_T0 + i * MINUTE)
+    joined("stays", 4)
+    joined("leaves", 5)
+    log.record("ConsumerGroupMemberMetadata", {"GroupId": "g", "MemberId": "leaves"}, None, LOG_T0 + 6 * MINUTE)
+    log.record("ConsumerGroupMetadata", {"GroupId": "g"}, {"Epoch": 9, "MetadataHash": 0}, LOG_T0 + 7 * MINUTE)
+    state = _state(log.table(), 10)
+    assert sorted((r["record_offset"], r["records"]) for r in state.to_pylist()) == [(4, 3), (7, 5)]
+    resumed = _replayed(from_state(state, (LOG_T0 + 10 * MINUTE) * 1000)["log"], 10)
+    whole_log = _replayed(_whole(log.table(), 10), 10)
+    for table in ("counts", "consumer_groups", "group_rows"):
+        assert _sorted(resumed[table]) == _sorted(whole_log[table]), table
