@@ -15,7 +15,10 @@ as_of before its newest folded record (`newest_folded`: the run then replays the
 The group replay (jobs.replay.groups) decodes every group's records, and most groups have none new in a day: so the
 run also leaves its group rows, each group's with a fingerprint of the records they were replayed from
 (`_group_fold`), and the next run replays only the groups whose records differ (`reusable`). A group's replay
-reads nothing but its own records, so reused rows are those its replay would give again.
+reads nothing but its own records, so reused rows are those its replay would give again. Of the records of the
+groups it replays, the state keeps only those a replay still reads (jobs.replay.groups.PartitionReplay.superseded:
+a rebalance rewrites a group's keys, and the state would otherwise grow by every one); each record dropped is
+counted by one it keeps (`counted_elsewhere`, `without_superseded`), and the fingerprints are of the records kept.
 
 With the history, the rows the previous run wrote stay as they are, and a run appends those of the records it
 did not replay (`unreplayed`: after the offset through which it replayed their coordinator partition, and the

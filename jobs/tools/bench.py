@@ -348,12 +348,13 @@ def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days
         shutil.rmtree(output, ignore_errors=True)
         log.info("round %d/%d: the first run, untimed: %d records", round_ + 1, repeat, counts["older"])
         _timed(_rebuild(older, output, history, "--archive", *kept))
-        summaries, held = [], []
+        summaries, held, grown = [], [], []
         for day, source in enumerate(slices):
             took, used, out = _timed_cpu(_rebuild(source, output, history, "--archive", *kept))
             seconds[day].append(took)
             cpu[day].append(used)
             summaries.append(json.loads(out.strip().splitlines()[-1]))
+            grown.append(_grown(output))
             if history:
                 held.append(_offset_commits_held(output))
             log.info("round %d/%d: day %d: %.2f s", round_ + 1, repeat, day + 1, took)
@@ -381,10 +382,20 @@ def run_daily(records: int, dump: Path | None, work: Path, fraction: float, days
         **({"daily_differ": differ} if differ else {}),
         **({"history_days": history_days, **{f"offset_commits_{k}_per_day": [h[k] for h in held]
                                             for k in ("rows", "files", "dates")}} if history else {}),
+        **{f"{k}_per_day": [g[k] for g in grown] for k in ("replay_state_rows", "raw_records_files")},
         "peak_mb_last": _peak_mb(summaries[-1]),
         "rounds": repeat,
         "dump": str(dump),
     }
+
+
+def _grown(output: Path) -> dict[str, int]:
+    """What a daily run leaves that could grow with the days: the replay state's rows and raw_records' data files
+    (from the Delta log, no data file read)."""
+    from jobs.lake.runs import add_actions, delta_table, table_rows
+
+    return {"replay_state_rows": table_rows(delta_table(output / "_replay_state")),
+            "raw_records_files": add_actions(delta_table(output / "raw_records")).num_rows}
 
 
 def _offset_commits_held(output: Path) -> dict[str, int]:

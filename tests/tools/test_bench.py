@@ -94,6 +94,8 @@ def test_the_daily_bench_resumes_every_day_and_compares_every_table(tmp_path):
     # The generated dump spans ten days: one day before as_of reaches two commit_date folders at most.
     assert result["history_days"] == 1 and max(result["offset_commits_dates_per_day"]) <= 2
     assert 0 < result["offset_commits_rows_per_day"][-1] < result["records"] // 5
+    assert len(result["replay_state_rows_per_day"]) == 3 and 0 < min(result["replay_state_rows_per_day"])
+    assert len(result["raw_records_files_per_day"]) == 3 and 0 < min(result["raw_records_files_per_day"])
 
 
 def test_split_days_cuts_each_partition_into_slices_by_offset(tmp_path):
