@@ -313,7 +313,7 @@ def _members_left(records: dict[bytes, GroupRecord], alone: set[bytes]) -> list[
     """The offsets of the member records of a family's `records` (newest per key) whose member left: each of its
     keys holds a tombstone, the only record kept of that key (`alone`)."""
     members: dict[str, list[GroupRecord]] = {}
-    for key, r in records.items():
+    for r in records.values():
         if ROLE.get(r.record_type) in _MEMBER_ROLES:
             members.setdefault(r.modern()["member_id"], []).append(r)
     return [r.offset for kept in members.values() if all(not r.is_value and r.key in alone for r in kept)

@@ -123,7 +123,7 @@ def fold_decided(rows: pa.Table) -> pa.Table:
     same fold, for a run that keeps its reduced log (jobs.replay.resume): the committed transactional commits and
     the markers that decide nothing left whole (jobs.replay.transactions.decided) are folded like plain commits
     (`reduced`: decided); the aborted commits, which never apply, are counted by a folded transactional commit of
-    their type (`_aborted_counted`), and where there is none, kept whole with their markers."""
+    their type (`counted_by`), and where there is none, kept whole with their markers."""
     ok = mask(pc.is_null(rows.column("error"))) & ~mask(rows.column("after_as_of"))
     committed, deciding, idle, aborted, aborting = decided(rows, ok)
     if idle is None:
@@ -143,11 +143,34 @@ def fold_decided(rows: pa.Table) -> pa.Table:
                            pa.array(stamp, mask=~known).cast(TIMESTAMP))
     folded = _foldable(rows) | reduced
     rows = rows.set_column(rows.column_names.index("reduced"), "reduced", pa.array(reduced))
+    partitions = numbers(rows.column("coordinator_partition"), -1)[aborted]
+    offsets = numbers(rows.column("record_offset"), -1)[aborted]
+    rows = _fold_where(rows, folded)  # the aborted commits are whole: they stay where they are
     if not len(aborted):
-        return _fold_where(rows, folded)
+        return rows
+    gone = np.flatnonzero(rows_at(rows, partitions, offsets) & ~mask(rows.column("reduced")))
+    kinds = _kinds(rows)
+    counters = np.flatnonzero(_folded_commits(rows, mask(rows.column("reduced"))))
+    first = dict(zip(kinds[counters][::-1].tolist(), counters[::-1].tolist()))  # per kind, its first counter
+    return counted_by(rows, gone, np.array([first[k] for k in kinds[gone].tolist()], np.int64))
+
+
+def counted_by(rows: pa.Table, dropped: np.ndarray, counters: np.ndarray) -> pa.Table:
+    """`rows` less the rows `dropped`, each counted by the row of `counters` at the same place: its `records` and
+    `newest_timestamp` stand for them too, so the counts stay and no as_of before them is replayed from the state
+    (jobs.replay.resume.newest_folded)."""
+    records = numbers(rows.column("records")).copy()
+    np.add.at(records, counters, records[dropped])
+    stamp = rows.column("newest_timestamp")
+    none = np.iinfo(np.int64).min
+    us = np.where(mask(pc.is_valid(stamp)), micros(stamp), none)
+    np.maximum.at(us, counters, us[dropped])
     kept = np.ones(rows.num_rows, bool)
-    kept[aborted] = False
-    return _aborted_counted(_fold_where(rows.filter(pa.array(kept)), folded[kept]), rows.take(pa.array(aborted)))
+    kept[dropped] = False
+    rows = rows.set_column(rows.column_names.index("records"), "records", pa.array(records))
+    rows = rows.set_column(rows.column_names.index("newest_timestamp"), "newest_timestamp",
+                           pa.array(us, mask=us == none).cast(TIMESTAMP))
+    return rows.filter(pa.array(kept))
 
 
 def _folded_commits(rows: pa.Table, reduced: np.ndarray) -> np.ndarray:
@@ -156,29 +179,22 @@ def _folded_commits(rows: pa.Table, reduced: np.ndarray) -> np.ndarray:
 
 
 def _counters(rows: pa.Table, reduced: np.ndarray, aborted: np.ndarray) -> np.ndarray:
-    """Per aborted commit (rows `aborted`): a commit of its record type is folded (`reduced`), so its fold can count
-    it (`_aborted_counted`)."""
-    types = numbers(rows.column("record_type"), -1)
-    return np.isin(types[aborted], types[_folded_commits(rows, reduced)])
+    """Per aborted commit (rows `aborted`): a commit of its record type in its coordinator partition is folded
+    (`reduced`), so the fold can count it (`counted_by`)."""
+    kinds = _kinds(rows)
+    return np.isin(kinds[aborted], kinds[_folded_commits(rows, reduced)])
 
 
-def _aborted_counted(rows: pa.Table, aborted: pa.Table) -> pa.Table:
-    """`rows` (folded), the `aborted` commits it no longer holds counted by a folded transactional commit of their
-    record type: its `records` and `newest_timestamp` stand for them too (the counts stay; no as_of before them is
-    replayed from the state)."""
-    types = numbers(rows.column("record_type"), -1)
-    counters = _folded_commits(rows, mask(rows.column("reduced")))
-    records = numbers(rows.column("records")).copy()
-    stamp = rows.column("newest_timestamp")
-    known = mask(pc.is_valid(stamp))
-    us = np.where(known, micros(stamp), np.iinfo(np.int64).min)
-    gone_types, gone_records = numbers(aborted.column("record_type"), -1), numbers(aborted.column("records"))
-    gone_us = np.where(mask(pc.is_valid(aborted.column("newest_timestamp"))), micros(aborted.column("newest_timestamp")),
-                       np.iinfo(np.int64).min)
-    for t in np.unique(gone_types):
-        to = np.flatnonzero(counters & (types == t))[0]  # `_counters`: there is one
-        records[to] += gone_records[gone_types == t].sum()
-        us[to] = max(us[to], gone_us[gone_types == t].max())
-    rows = rows.set_column(rows.column_names.index("records"), "records", pa.array(records))
-    return rows.set_column(rows.column_names.index("newest_timestamp"), "newest_timestamp",
-                           pa.array(us, mask=us == np.iinfo(np.int64).min).cast(TIMESTAMP))
+def _kinds(rows: pa.Table) -> np.ndarray:
+    """Per row: its coordinator partition and record type, as one number."""
+    return numbers(rows.column("coordinator_partition"), -1) * 1024 + numbers(rows.column("record_type"), -1)
+
+
+def rows_at(rows: pa.Table, partitions: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per row of `rows`: its (coordinator_partition, record_offset) is one of the pairs (`partitions`, `offsets`)."""
+    found = np.zeros(rows.num_rows, bool)
+    partition, offset = numbers(rows.column("coordinator_partition"), -1), numbers(rows.column("record_offset"), -1)
+    for p in np.unique(partitions).tolist():
+        here = partition == p
+        found[here] = np.isin(offset[here], offsets[partitions == p])
+    return found

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.base.arrow import TIMESTAMP, mask, micros, numbers, run_starts
+from jobs.base.arrow import TIMESTAMP, mask, numbers, run_starts
 from jobs.base.tables import FOLD_STATE, HISTORY_STATE, REPLAY_STATE, conform
 from jobs.replay.chunk import LOG_SCHEMA
 from jobs.replay.counts import moments
@@ -44,6 +44,7 @@ from jobs.replay.duplicates import CONFLICT
 from jobs.replay.groups import GROUP_ROWS_SCHEMA, of_kind, replay_groups
 from jobs.replay.history import STATE_SCHEMA
 from jobs.replay.records import RECORD_SCHEMA
+from jobs.replay.reduction import counted_by, rows_at
 from jobs.replay.transactions import whole_commits
 from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 
@@ -206,8 +207,8 @@ def replay_changed_groups(group_records: pa.Table, earlier: pa.Table | None, eve
     kept = rows.filter(pc.not_equal(rows.column("kind"), "event"))  # events are the history's, never state
     counted = counted_elsewhere(group_records, superseded)
     if counted.num_rows:
-        prints = fingerprints(group_records.filter(pa.array(~_at(group_records, list(zip(
-            counted.column("coordinator_partition").to_pylist(), counted.column("record_offset").to_pylist()))))))
+        prints = fingerprints(group_records.filter(pa.array(~rows_at(
+            group_records, numbers(counted.column("coordinator_partition")), numbers(counted.column("record_offset"))))))
     return rows, group_state_rows(kept, prints), counted
 
 
@@ -218,7 +219,7 @@ def counted_elsewhere(group_records: pa.Table, superseded: list[tuple[int, int]]
     with neither stays."""
     if not superseded:
         return COUNTED_BY.empty_table()
-    gone = _at(group_records, superseded)
+    gone = rows_at(group_records, *(np.array(column, np.int64) for column in zip(*superseded)))
     partition = numbers(group_records.column("coordinator_partition"), -1)
     offset = numbers(group_records.column("record_offset"), -1)
     keys = pc.dictionary_encode(group_records.column("key")).combine_chunks()
@@ -249,35 +250,13 @@ def without_superseded(rows: pa.Table, counted: pa.Table) -> pa.Table:
     replayed from the state (`newest_folded`)."""
     if not counted.num_rows:
         return rows
-    pairs = list(zip(counted.column("coordinator_partition").to_pylist(), counted.column("record_offset").to_pylist()))
-    gone = _at(rows, pairs)
     index = {place: i for i, place in enumerate(zip(numbers(rows.column("coordinator_partition"), -1).tolist(),
                                                     numbers(rows.column("record_offset"), -1).tolist()))}
-    dropped = np.array([index[p] for p in pairs])
-    to = np.array([index[(p, o)] for p, o in zip(counted.column("coordinator_partition").to_pylist(),
-                                                  counted.column("counted_by").to_pylist())])
-    records = numbers(rows.column("records")).copy()
-    np.add.at(records, to, records[dropped])
-    stamp = rows.column("newest_timestamp")
-    us = np.where(mask(pc.is_valid(stamp)), micros(stamp), np.iinfo(np.int64).min)
-    np.maximum.at(us, to, us[dropped])
-    rows = rows.set_column(rows.column_names.index("records"), "records", pa.array(records))
-    rows = rows.set_column(rows.column_names.index("newest_timestamp"), "newest_timestamp",
-                           pa.array(us, mask=us == np.iinfo(np.int64).min).cast(TIMESTAMP))
-    return rows.filter(pa.array(~gone))
+    partition = counted.column("coordinator_partition").to_pylist()
+    dropped = [index[p] for p in zip(partition, counted.column("record_offset").to_pylist())]
+    counters = [index[p] for p in zip(partition, counted.column("counted_by").to_pylist())]
+    return counted_by(rows, np.array(dropped, np.int64), np.array(counters, np.int64))
 
-
-def _at(rows: pa.Table, places: list[tuple[int, int]]) -> np.ndarray:
-    """Per row of `rows`: its (coordinator_partition, record_offset) is one of `places`."""
-    found = np.zeros(rows.num_rows, bool)
-    partition, offset = numbers(rows.column("coordinator_partition"), -1), numbers(rows.column("record_offset"), -1)
-    by_partition: dict[int, list[int]] = {}
-    for p, o in places:
-        by_partition.setdefault(p, []).append(o)
-    for p, offsets in by_partition.items():
-        here = partition == p
-        found[here] = np.isin(offset[here], offsets)
-    return found
 
 
 def group_state_rows(rows: pa.Table, prints: pa.Table) -> pa.Table:
