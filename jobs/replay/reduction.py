@@ -148,7 +148,7 @@ def fold_decided(rows: pa.Table) -> pa.Table:
     rows = _fold_where(rows, folded)  # the aborted commits are whole: they stay where they are
     if not len(aborted):
         return rows
-    gone = np.flatnonzero(rows_at(rows, partitions, offsets) & ~mask(rows.column("reduced")))
+    gone = positions(rows, partitions, offsets)
     kinds = _kinds(rows)
     counters = np.flatnonzero(_folded_commits(rows, mask(rows.column("reduced"))))
     first = dict(zip(kinds[counters][::-1].tolist(), counters[::-1].tolist()))  # per kind, its first counter
@@ -190,11 +190,14 @@ def _kinds(rows: pa.Table) -> np.ndarray:
     return numbers(rows.column("coordinator_partition"), -1) * 1024 + numbers(rows.column("record_type"), -1)
 
 
-def rows_at(rows: pa.Table, partitions: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Per row of `rows`: its (coordinator_partition, record_offset) is one of the pairs (`partitions`, `offsets`)."""
-    found = np.zeros(rows.num_rows, bool)
-    partition, offset = numbers(rows.column("coordinator_partition"), -1), numbers(rows.column("record_offset"), -1)
-    for p in np.unique(partitions).tolist():
-        here = partition == p
-        found[here] = np.isin(offset[here], offsets[partitions == p])
-    return found
+def positions(rows: pa.Table, partitions: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The row of `rows` at each (coordinator partition, offset) of `partitions` and `offsets`, each of which is
+    there once."""
+    def places(p: np.ndarray, o: np.ndarray) -> np.ndarray:
+        found = np.empty(len(p), [("partition", np.int64), ("offset", np.int64)])
+        found["partition"], found["offset"] = p, o
+        return found
+
+    have = places(numbers(rows.column("coordinator_partition"), -1), numbers(rows.column("record_offset"), -1))
+    order = np.argsort(have, order=("partition", "offset"))
+    return order[np.searchsorted(have[order], places(partitions, offsets))]

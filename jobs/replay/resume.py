@@ -44,7 +44,7 @@ from jobs.replay.duplicates import CONFLICT
 from jobs.replay.groups import GROUP_ROWS_SCHEMA, of_kind, replay_groups
 from jobs.replay.history import STATE_SCHEMA
 from jobs.replay.records import RECORD_SCHEMA
-from jobs.replay.reduction import counted_by, rows_at
+from jobs.replay.reduction import counted_by, positions
 from jobs.replay.transactions import whole_commits
 from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 
@@ -189,13 +189,12 @@ def history_counts(state: pa.Table) -> dict[str, int]:
 def replay_changed_groups(group_records: pa.Table, earlier: pa.Table | None, events: bool,
                           placed: pa.Table | None, replayed_through: dict[int, int] | None
                           ) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """(the group replay's rows, FOLD_STATE rows for the next run, the records it need not keep and what counts them:
-    `counted_elsewhere`) of coordinator
-    partitions' group records, for a run that keeps its log: the groups whose records are those of the `earlier`
-    run's FOLD_STATE rows (or None) keep their rows; the others are replayed again (jobs.replay.groups.replay_groups,
-    with `events`, `placed` and `replayed_through`, from each group's last event the earlier run left), which
-    names the records superseded (`without_superseded`: the state keeps the others, and each group's fingerprint is
-    theirs, as the next run will find them)."""
+    """(the group replay's rows, FOLD_STATE rows for the next run, the records it need not keep with what counts
+    them: `counted_elsewhere`) of coordinator partitions' group records, for a run that keeps its log: the groups
+    whose records are those of the `earlier` run's FOLD_STATE rows (or None) keep their rows; the others are
+    replayed again (jobs.replay.groups.replay_groups, with `events`, `placed` and `replayed_through`, from each
+    group's last event the earlier run left), which names the records superseded (the state keeps the others:
+    `without_superseded`, and each group's fingerprint is theirs, as the next run will find them)."""
     prints = fingerprints(group_records)
     reused = reusable(earlier, prints) if earlier is not None else GROUP_ROWS_SCHEMA.empty_table()
     again = pc.invert(pc.is_in(group_records.column("group_id"), value_set=pc.unique(reused.column("group_id"))))
@@ -207,8 +206,10 @@ def replay_changed_groups(group_records: pa.Table, earlier: pa.Table | None, eve
     kept = rows.filter(pc.not_equal(rows.column("kind"), "event"))  # events are the history's, never state
     counted = counted_elsewhere(group_records, superseded)
     if counted.num_rows:
-        prints = fingerprints(group_records.filter(pa.array(~rows_at(
-            group_records, numbers(counted.column("coordinator_partition")), numbers(counted.column("record_offset"))))))
+        kept_records = np.ones(group_records.num_rows, bool)
+        kept_records[positions(group_records, numbers(counted.column("coordinator_partition")),
+                               numbers(counted.column("record_offset")))] = False
+        prints = fingerprints(group_records.filter(pa.array(kept_records)))
     return rows, group_state_rows(kept, prints), counted
 
 
@@ -219,12 +220,13 @@ def counted_elsewhere(group_records: pa.Table, superseded: list[tuple[int, int]]
     with neither stays."""
     if not superseded:
         return COUNTED_BY.empty_table()
-    gone = rows_at(group_records, *(np.array(column, np.int64) for column in zip(*superseded)))
+    gone = np.zeros(group_records.num_rows, bool)
+    gone[positions(group_records, *(np.array(column, np.int64) for column in zip(*superseded)))] = True
     partition = numbers(group_records.column("coordinator_partition"), -1)
     offset = numbers(group_records.column("record_offset"), -1)
     keys = pc.dictionary_encode(group_records.column("key")).combine_chunks()
     counter = np.full(group_records.num_rows, -1)
-    for of in (numbers(keys.indices, -1) * 2, numbers(group_records.column("record_type"), -1) * 2 + 1):
+    for of in (numbers(keys.indices, -1), numbers(group_records.column("record_type"), -1)):
         place = partition * (int(of.max(initial=0)) + 2) + of  # a key, or a type, within its partition
         held = np.flatnonzero(~gone)
         if not len(held):
@@ -250,13 +252,9 @@ def without_superseded(rows: pa.Table, counted: pa.Table) -> pa.Table:
     replayed from the state (`newest_folded`)."""
     if not counted.num_rows:
         return rows
-    index = {place: i for i, place in enumerate(zip(numbers(rows.column("coordinator_partition"), -1).tolist(),
-                                                    numbers(rows.column("record_offset"), -1).tolist()))}
-    partition = counted.column("coordinator_partition").to_pylist()
-    dropped = [index[p] for p in zip(partition, counted.column("record_offset").to_pylist())]
-    counters = [index[p] for p in zip(partition, counted.column("counted_by").to_pylist())]
-    return counted_by(rows, np.array(dropped, np.int64), np.array(counters, np.int64))
-
+    partition = numbers(counted.column("coordinator_partition"))
+    return counted_by(rows, positions(rows, partition, numbers(counted.column("record_offset"))),
+                      positions(rows, partition, numbers(counted.column("counted_by"))))
 
 
 def group_state_rows(rows: pa.Table, prints: pa.Table) -> pa.Table:
