@@ -125,10 +125,10 @@ def decided(rows: pa.Table, ok: np.ndarray
     decided COMMIT, with the rows of their markers: such a commit applies at its own offset like a plain one, so
     it folds like one; per row, a marker that decides nothing left whole, None when nothing is decided; the rows
     of the commits decided ABORT, which never apply, with the rows of their markers: the fold counts those commits
-    elsewhere, and their markers then decide nothing either, unless it keeps them). A commit whose marker has not come or lies after the cutoff stays whole, with that marker.
-    The other markers are folded too (one row per fate, counted), at a place their producer had a marker, so none
-    comes between a commit and its marker. Right while no record comes later at an offset among these
-    (jobs.pipeline then replays the archive)."""
+    elsewhere, and their markers then decide nothing either, unless it keeps them). A commit whose marker has not
+    come or lies after the cutoff stays whole, with that marker. The other markers are folded too (one row per
+    fate, counted), at a place their producer had a marker, so none comes between a commit and its marker. Right
+    while no record comes later at an offset among these (jobs.pipeline then replays the archive)."""
     checked = mask(pc.is_null(rows.column("error")))
     offset_commit = mask(pc.is_in(rows.column("record_type"), value_set=pa.array(OFFSET_COMMIT_TYPES, pa.int16())))
     commits = np.flatnonzero(whole_commits(rows) & offset_commit & checked)
