@@ -22,8 +22,7 @@ import logging
 import zlib
 from typing import Any, Callable
 
-import numpy as np
-
+from jobs.base.arrow import numbers
 from jobs.base.storage import Location
 from jobs.base.tables import partition_columns
 from jobs.lake.runs import add_actions, commit_metadata, delta_table, fenced_commit, is_table
@@ -63,7 +62,7 @@ def _crowded(table: Any, name: str, columns: list[str], turn: int) -> list[tuple
     """The partition filters that select the folders of `table` (named `name`) of this `turn` with SMALL_FILES
     small files ([] for an unpartitioned table's, on its turn), or None when there is none."""
     adds = add_actions(table)
-    small = np.asarray(adds.column("size_bytes").to_numpy(zero_copy_only=False)) < SMALL_FILE_BYTES
+    small = numbers(adds.column("size_bytes")) < SMALL_FILE_BYTES
     if not columns:
         return [] if turn_of(name) == turn and small.sum() >= SMALL_FILES else None
     column = columns[0]  # the grown tables have one partition column

@@ -187,7 +187,12 @@ def _counters(rows: pa.Table, reduced: np.ndarray, aborted: np.ndarray) -> np.nd
 
 def _kinds(rows: pa.Table) -> np.ndarray:
     """Per row: its coordinator partition and record type, as one number."""
-    return numbers(rows.column("coordinator_partition"), -1) * 1024 + numbers(rows.column("record_type"), -1)
+    return in_partition(rows, numbers(rows.column("record_type"), -1))
+
+
+def in_partition(rows: pa.Table, values: np.ndarray) -> np.ndarray:
+    """Per row: its coordinator partition and its value of `values` (from -1 up), as one number."""
+    return numbers(rows.column("coordinator_partition"), -1) * (int(values.max(initial=0)) + 2) + values
 
 
 def positions(rows: pa.Table, partitions: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -44,7 +44,7 @@ from jobs.replay.duplicates import CONFLICT
 from jobs.replay.groups import GROUP_ROWS_SCHEMA, of_kind, replay_groups
 from jobs.replay.history import STATE_SCHEMA
 from jobs.replay.records import RECORD_SCHEMA
-from jobs.replay.reduction import counted_by, positions
+from jobs.replay.reduction import counted_by, in_partition, positions
 from jobs.replay.transactions import whole_commits
 from offsets_codec.registry import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 
@@ -226,12 +226,10 @@ def counted_elsewhere(group_records: pa.Table, superseded: list[tuple[int, int]]
     offset = numbers(group_records.column("record_offset"), -1)
     keys = pc.dictionary_encode(group_records.column("key")).combine_chunks()
     counter = np.full(group_records.num_rows, -1)
-    for of in (numbers(keys.indices, -1), numbers(group_records.column("record_type"), -1)):
-        place = partition * (int(of.max(initial=0)) + 2) + of  # a key, or a type, within its partition
-        held = np.flatnonzero(~gone)
-        if not len(held):
-            break
-        held = held[np.lexsort((offset[held], place[held]))]
+    kept = np.flatnonzero(~gone)
+    for of in (numbers(keys.indices, -1), numbers(group_records.column("record_type"), -1)) if len(kept) else ():
+        place = in_partition(group_records, of)  # a key, or a type, within its partition
+        held = kept[np.lexsort((offset[kept], place[kept]))]
         newest = np.append(place[held][1:] != place[held][:-1], True)  # the last row of each: its newest
         places, rows = place[held][newest], held[newest]
         at = np.minimum(np.searchsorted(places, place), len(places) - 1)
@@ -253,8 +251,9 @@ def without_superseded(rows: pa.Table, counted: pa.Table) -> pa.Table:
     if not counted.num_rows:
         return rows
     partition = numbers(counted.column("coordinator_partition"))
-    return counted_by(rows, positions(rows, partition, numbers(counted.column("record_offset"))),
-                      positions(rows, partition, numbers(counted.column("counted_by"))))
+    at = positions(rows, np.concatenate([partition, partition]),
+                   np.concatenate([numbers(counted.column("record_offset")), numbers(counted.column("counted_by"))]))
+    return counted_by(rows, at[:counted.num_rows], at[counted.num_rows:])
 
 
 def group_state_rows(rows: pa.Table, prints: pa.Table) -> pa.Table:

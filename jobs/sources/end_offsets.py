@@ -139,9 +139,8 @@ def _parquet_rows(path: Location, location: str) -> Iterable[tuple[str, dict[str
         if TIMESTAMP in table.column_names:
             times = table.column(TIMESTAMP)
             if pa.types.is_timestamp(times.type):  # any unit; a zone-less time is UTC, as Spark writes it
-                at_utc = UTC_MICROS
                 times = times.cast(pa.timestamp(times.type.unit, tz=times.type.tz or "UTC"))
-                times = times.cast(at_utc, safe=times.type.unit != "ns")  # nanoseconds: truncated, never too large
+                times = times.cast(UTC_MICROS, safe=times.type.unit != "ns")  # nanoseconds: truncated, never too large
                 table = table.set_column(table.column_names.index(TIMESTAMP), TIMESTAMP, times)
             elif not pa.types.is_integer(times.type):
                 raise BadInput(f"{location}: column timestamp has type {times.type}, expected a timestamp "
